@@ -1,0 +1,96 @@
+/**
+ * Every way a Kubernetes request can fail, as distinct typed errors, and the questions a caller
+ * asks of them ("is this resourceVersion gone?", "how long did the server ask us to wait?").
+ * No error carries a token, a key or a request header: only method, path and what the server said.
+ *
+ * @since 0.1.0
+ */
+import { Data, Duration, Option } from "effect"
+import type { StatusCause } from "./KubeStatus.ts"
+
+/**
+ * The apiserver (or a proxy in front of it) answered with a failure. `code` is the HTTP status (or
+ * the `code` of a watch `ERROR` event's Status); `reason` is the Status reason (`Expired`, `Gone`,
+ * `Forbidden`, ...), empty when the body was not a Status (an HTML page, a plain-text 429).
+ */
+export class KubeStatusError extends Data.TaggedError("KubeStatusError")<{
+  readonly method: string
+  /** Path and query of the request; never credentials. */
+  readonly path: string
+  readonly code: number
+  readonly reason: string
+  readonly message: string
+  readonly causes: ReadonlyArray<StatusCause>
+  /** From `details.retryAfterSeconds`, else the `Retry-After` header. */
+  readonly retryAfterSeconds: Option.Option<number>
+  /** Group and kind from `details`, when the server named them (403 does). */
+  readonly group: Option.Option<string>
+  readonly kind: Option.Option<string>
+  /** When the body was not a Status: a short excerpt of what it was instead. */
+  readonly bodyExcerpt: Option.Option<string>
+}> {}
+
+/** The request never got an answer: refused, reset, TLS, DNS, or the connection died mid-body. */
+export class KubeTransportError extends Data.TaggedError("KubeTransportError")<{
+  readonly method: string
+  readonly path: string
+  readonly message: string
+}> {}
+
+/** A line of a watch body that is not a watch event: bad JSON, a truncated last line, no `type`. */
+export class KubeMalformedLineError extends Data.TaggedError("KubeMalformedLineError")<{
+  readonly path: string
+  readonly message: string
+  /** The first bytes of the line, capped, for a person to recognise what arrived. */
+  readonly excerpt: string
+}> {}
+
+/** A watch line grew past the configured cap without a newline: refused rather than buffered. */
+export class KubeLineTooLongError extends Data.TaggedError("KubeLineTooLongError")<{
+  readonly path: string
+  readonly message: string
+  readonly limitBytes: number
+}> {}
+
+/** A list answer that is not a list (not JSON, or no `items`). */
+export class KubeMalformedBodyError extends Data.TaggedError("KubeMalformedBodyError")<{
+  readonly method: string
+  readonly path: string
+  readonly message: string
+  readonly excerpt: string
+}> {}
+
+/** @since 0.1.0 */
+export type KubeClientError =
+  | KubeStatusError
+  | KubeTransportError
+  | KubeMalformedLineError
+  | KubeLineTooLongError
+  | KubeMalformedBodyError
+
+const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((cause) => cause.reason === reason)
+
+/** The resourceVersion (or continue token) asked for is older than the server keeps: start over. */
+export const isExpired = (error: KubeClientError): error is KubeStatusError =>
+  error._tag === "KubeStatusError" && (error.code === 410 || error.reason === "Expired" || error.reason === "Gone")
+
+/**
+ * The resourceVersion asked for is newer than the server has seen (an apiserver behind its peers).
+ * Servers have said it three ways over the releases: a cause, the message, or both.
+ */
+export const isTooLargeResourceVersion = (error: KubeClientError): error is KubeStatusError =>
+  error._tag === "KubeStatusError" &&
+  (hasCause(error, "ResourceVersionTooLarge") || /too large resource version/i.test(error.message))
+
+export const isTooManyRequests = (error: KubeClientError): error is KubeStatusError =>
+  error._tag === "KubeStatusError" && error.code === 429
+
+export const isUnauthorized = (error: KubeClientError): error is KubeStatusError =>
+  error._tag === "KubeStatusError" && error.code === 401
+
+export const isForbidden = (error: KubeClientError): error is KubeStatusError =>
+  error._tag === "KubeStatusError" && error.code === 403
+
+/** How long the server asked the caller to wait before asking again, if it said. */
+export const retryAfter = (error: KubeClientError): Option.Option<Duration.Duration> =>
+  error._tag === "KubeStatusError" ? Option.map(error.retryAfterSeconds, Duration.seconds) : Option.none()

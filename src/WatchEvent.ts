@@ -1,0 +1,45 @@
+/**
+ * The events of a Kubernetes watch, typed. The wire's `ADDED`/`MODIFIED`/`DELETED`/`BOOKMARK`/
+ * `ERROR`, plus `UNDECODABLE`: an object event whose envelope was fine but whose object did not fit
+ * the caller's schema. It still carries a resourceVersion the server will resume from, so it is an
+ * event, not a stream failure; what to do with the object is the caller's decision.
+ *
+ * @since 0.1.0
+ */
+import type { Status } from "./KubeStatus.ts"
+
+/** @since 0.1.0 */
+export interface ObjectEvent<A> {
+  readonly type: "ADDED" | "MODIFIED" | "DELETED"
+  readonly object: A
+  readonly name: string
+  readonly resourceVersion: string
+}
+
+/** Only `metadata.resourceVersion` (and annotations) are promised by the server. */
+export interface BookmarkEvent {
+  readonly type: "BOOKMARK"
+  readonly resourceVersion: string
+  readonly annotations: Readonly<Record<string, string>>
+}
+
+export interface ErrorEvent {
+  readonly type: "ERROR"
+  readonly status: Status
+}
+
+export interface UndecodableEvent {
+  readonly type: "UNDECODABLE"
+  readonly eventType: "ADDED" | "MODIFIED" | "DELETED"
+  /** Present when the object had a usable `metadata.name`. */
+  readonly name: string | undefined
+  readonly resourceVersion: string | undefined
+  /** Why it did not decode, in the schema's words. */
+  readonly problem: string
+}
+
+/** @since 0.1.0 */
+export type WatchEvent<A> = ObjectEvent<A> | BookmarkEvent | ErrorEvent | UndecodableEvent
+
+/** The annotation a server puts on the bookmark that ends a streaming list's initial events. */
+export const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
