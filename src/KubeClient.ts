@@ -5,12 +5,32 @@
  *
  * @since 0.1.0
  */
-import type { Effect, Option, Schema, Stream } from "effect"
-import { Context } from "effect"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import type { HttpMethod } from "@effect/platform/HttpMethod"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+// The very `undici` that platform-node's client runs on (platform-node re-exports it), so the
+// Agent type matches `makeUndici` and no undeclared dependency is imported.
+import { Agent } from "@effect/platform-node/Undici"
+import type { Scope } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
+import { bodyBroke, requestFailed, statusError, toStatus } from "./internal/httpFailure.ts"
+import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
+import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
+import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
+import {
+  isExpired,
+  KubeLineTooLongError,
+  KubeMalformedBodyError,
+  KubeMalformedLineError,
+  KubeTransportError
+} from "./KubeError.ts"
 import type { KubeResource } from "./KubeResource.ts"
+import { apiVersion, collectionPath, objectPath } from "./KubeResource.ts"
 import type { HasMetadata } from "./ObjectMeta.ts"
-import type { UndecodableEvent, WatchEvent } from "./WatchEvent.ts"
+import type { BookmarkEvent, UndecodableEvent, WatchEvent } from "./WatchEvent.ts"
 
 export interface ListOptions {
   readonly namespace?: string
@@ -95,3 +115,500 @@ export interface KubeClientService {
 
 /** @since 0.1.0 */
 export class KubeClient extends Context.Tag("sandbox-watch/KubeClient")<KubeClient, KubeClientService>() {}
+
+// -------------------------------------------------------------------------------------------------
+// Implementation: undici (through `@effect/platform-node`'s client) over one keep-alive Agent.
+// -------------------------------------------------------------------------------------------------
+
+/** Options of `make` and `layerWith`. */
+export interface KubeClientOptions {
+  /**
+   * The longest watch line accepted, in bytes. A longer one fails the watch with
+   * `KubeLineTooLongError` instead of being buffered. Default `DefaultMaxLineBytes` (16 MiB).
+   */
+  readonly maxLineBytes?: number
+}
+
+/** 16 MiB: above the apiserver's own 1.5 MiB object limit with room for any envelope. */
+export const DefaultMaxLineBytes = 16 * 1024 * 1024
+
+const UserAgent = "sandbox-watch/0.1.0"
+const ProblemChars = 1_000
+
+/** The TLS part of undici's connect options, from the kubeconfig's. */
+const connectOptions = (tls: ClusterTls) => ({
+  rejectUnauthorized: !tls.insecureSkipTlsVerify,
+  ...(Option.isSome(tls.ca) ? { ca: tls.ca.value } : {}),
+  ...(Option.isSome(tls.clientCertificate) ? { cert: tls.clientCertificate.value } : {}),
+  ...(Option.isSome(tls.clientKey) ? { key: Redacted.value(tls.clientKey.value) } : {}),
+  ...(Option.isSome(tls.serverName) ? { servername: tls.serverName.value } : {})
+})
+
+/** One Agent per client: its pool keeps connections alive between requests; closed with the scope. */
+const makeAgent = (tls: ClusterTls): Effect.Effect<Agent, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(
+      () =>
+        new Agent({
+          // Reuse idle connections for a while, but drop them before a server's idle timeout does.
+          keepAliveTimeout: 30_000,
+          keepAliveMaxTimeout: 300_000,
+          connect: connectOptions(tls)
+        })
+    ),
+    // `destroy`, not `close`: close waits for open watches, which may never end by themselves.
+    (agent) => Effect.promise(() => agent.destroy().catch(() => undefined))
+  )
+
+type Query = ReadonlyArray<readonly [string, string | number | boolean | undefined]>
+
+/** `?a=1&b=2` (only the defined ones), or `""`. */
+const queryString = (params: Query): string => {
+  const search = new URLSearchParams()
+  for (const [key, value] of params) if (value !== undefined) search.append(key, String(value))
+  const text = search.toString()
+  return text === "" ? "" : `?${text}`
+}
+
+const resourceName = (resource: KubeResource): string => `${apiVersion(resource)}/${resource.plural}`
+
+const spanAttributes = (resource: KubeResource, namespace: string | undefined, resourceVersion?: string) => {
+  const attributes: Record<string, string> = { resource: resourceName(resource) }
+  if (namespace !== undefined) attributes.namespace = namespace
+  if (resourceVersion !== undefined) attributes.resourceVersion = resourceVersion
+  return attributes
+}
+
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The credential itself (without its scheme), so error texts can be scrubbed of it. */
+const secretOf = (authorization: Option.Option<Redacted.Redacted<string>>): string | undefined =>
+  Option.isSome(authorization) ? Redacted.value(authorization.value).replace(/^\S+\s+/, "") : undefined
+
+type Decode<A> = (u: unknown) => Either.Either<A, ParseResult.ParseError>
+
+/** An object that did not fit the schema, with what could still be read of it. */
+const undecodable = (
+  eventType: UndecodableEvent["eventType"],
+  object: unknown,
+  error: ParseResult.ParseError
+): UndecodableEvent => {
+  const metadata = isRecord(object) && isRecord(object.metadata) ? object.metadata : undefined
+  const name = metadata?.name
+  const resourceVersion = metadata?.resourceVersion
+  const problem = ParseResult.TreeFormatter.formatErrorSync(error)
+  return {
+    type: "UNDECODABLE",
+    eventType,
+    name: typeof name === "string" ? name : undefined,
+    resourceVersion: typeof resourceVersion === "string" ? resourceVersion : undefined,
+    problem: problem.length > ProblemChars ? `${problem.slice(0, ProblemChars - 1)}…` : problem
+  }
+}
+
+const NoAnnotations: Readonly<Record<string, string>> = Object.freeze({})
+
+/** A bookmark promises only `metadata.resourceVersion` (and annotations): nothing else is read. */
+const toBookmark = (object: unknown): BookmarkEvent | undefined => {
+  const metadata = isRecord(object) ? object.metadata : undefined
+  if (!isRecord(metadata) || typeof metadata.resourceVersion !== "string") return undefined
+  let annotations = NoAnnotations
+  if (isRecord(metadata.annotations)) {
+    const kept: Record<string, string> = {}
+    for (const [key, value] of Object.entries(metadata.annotations)) if (typeof value === "string") kept[key] = value
+    annotations = kept
+  }
+  return { type: "BOOKMARK", resourceVersion: metadata.resourceVersion, annotations }
+}
+
+const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/**
+ * Turns each line of a watch body into at most one event. Object events go through the caller's
+ * schema; a misfit becomes `UNDECODABLE` (it still carries a resourceVersion to resume from).
+ */
+const watchLines = <A extends HasMetadata>(
+  decode: Decode<A>,
+  path: string
+): LineHandler<WatchEvent<A>, KubeMalformedLineError | KubeLineTooLongError> => {
+  const malformed = (what: string, line: string) =>
+    new KubeMalformedLineError({ path, message: `the watch GET ${path} ${what}`, excerpt: excerpt(line) })
+
+  const push = (parsed: unknown, line: string, out: Array<WatchEvent<A>>): KubeMalformedLineError | undefined => {
+    if (!isRecord(parsed)) return malformed("sent a line that is not a JSON object", line)
+    const type = parsed.type
+    switch (type) {
+      case "ADDED":
+      case "MODIFIED":
+      case "DELETED": {
+        const result = decode(parsed.object)
+        if (result._tag === "Right") {
+          const object = result.right
+          out.push({ type, object, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion })
+        } else {
+          out.push(undecodable(type, parsed.object, result.left))
+        }
+        return undefined
+      }
+      case "BOOKMARK": {
+        const bookmark = toBookmark(parsed.object)
+        if (bookmark === undefined) return malformed("sent a BOOKMARK without metadata.resourceVersion", line)
+        out.push(bookmark)
+        return undefined
+      }
+      case "ERROR":
+        out.push({ type: "ERROR", status: toStatus(parsed.object) })
+        return undefined
+      default:
+        return malformed(
+          typeof type === "string"
+            ? `sent an event of unknown type "${excerpt(type, 40)}"`
+            : "sent a line without an event type",
+          line
+        )
+    }
+  }
+
+  return {
+    onLine: (line: string, out: Array<WatchEvent<A>>) => {
+      if (line.length === 0) return undefined
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(line)
+      } catch (error) {
+        if (line.trim() === "") return undefined
+        return malformed(`sent a line that is not JSON (${errorText(error)})`, line)
+      }
+      return push(parsed, line, out)
+    },
+    onEnd: (rest: string, out: Array<WatchEvent<A>>) => {
+      if (rest.trim() === "") return undefined
+      let parsed: unknown
+      try {
+        // A last event complete but for its newline is still an event.
+        parsed = JSON.parse(rest)
+      } catch {
+        return malformed(
+          "ended in the middle of a line: the connection was closed or a proxy cut the body short; resume the watch from the last resourceVersion",
+          rest
+        )
+      }
+      return push(parsed, rest, out)
+    },
+    onTooLong: (limitBytes: number) =>
+      new KubeLineTooLongError({
+        path,
+        limitBytes,
+        message: `the watch GET ${path} sent a line longer than ${limitBytes} bytes; it was refused rather than buffered (raise maxLineBytes if objects that large are expected)`
+      })
+  }
+}
+
+/** A list answer to a `ListPage`, each item through the caller's schema. */
+const toListPage = <A extends HasMetadata>(
+  text: string,
+  decode: Decode<A>,
+  path: string
+): Either.Either<ListPage<A>, KubeMalformedBodyError> => {
+  const malformed = (what: string) =>
+    Either.left(
+      new KubeMalformedBodyError({ method: "GET", path, message: `GET ${path} answered 2xx with ${what}`, excerpt: excerpt(text) })
+    )
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch (error) {
+    return malformed(`a body that is not JSON (${errorText(error)})`)
+  }
+  if (!isRecord(body)) return malformed("a body that is not a JSON object")
+  const rawItems = body.items
+  if (rawItems !== null && !Array.isArray(rawItems)) return malformed("a body that is not a list (no items)")
+  const metadata = isRecord(body.metadata) ? body.metadata : undefined
+  const resourceVersion = metadata?.resourceVersion
+  if (typeof resourceVersion !== "string") return malformed("a list without metadata.resourceVersion")
+  const items: Array<A> = []
+  const bad: Array<UndecodableEvent> = []
+  for (const item of rawItems ?? []) {
+    const result = decode(item)
+    if (result._tag === "Right") items.push(result.right)
+    else bad.push(undecodable("ADDED", item, result.left))
+  }
+  const next = metadata?.continue
+  const remaining = metadata?.remainingItemCount
+  return Either.right({
+    items,
+    undecodable: bad,
+    resourceVersion,
+    continue: typeof next === "string" && next !== "" ? Option.some(next) : Option.none(),
+    remainingItemCount: typeof remaining === "number" ? Option.some(remaining) : Option.none()
+  })
+}
+
+const listQuery = (options: ListOptions): string =>
+  queryString([
+    ["labelSelector", options.labelSelector],
+    ["fieldSelector", options.fieldSelector],
+    ["limit", options.limit],
+    ["continue", options.continue],
+    ["resourceVersion", options.resourceVersion],
+    ["resourceVersionMatch", options.resourceVersionMatch]
+  ])
+
+const watchQuery = (options: WatchOptions): string =>
+  queryString([
+    ["watch", "1"],
+    ["labelSelector", options.labelSelector],
+    ["fieldSelector", options.fieldSelector],
+    ["resourceVersion", options.resourceVersion],
+    ["resourceVersionMatch", options.resourceVersionMatch],
+    ["allowWatchBookmarks", options.allowWatchBookmarks],
+    ["sendInitialEvents", options.sendInitialEvents],
+    ["timeoutSeconds", options.timeoutSeconds]
+  ])
+
+interface Sent {
+  readonly response: HttpClientResponse.HttpClientResponse
+  readonly secret: string | undefined
+}
+
+/** The service over a connection and an HTTP client (the client's lifetime is the caller's). */
+const makeService = (
+  connection: ClusterConnection,
+  http: { readonly execute: (request: HttpClientRequest.HttpClientRequest) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> },
+  maxLineBytes: number
+): KubeClientService => {
+  const server = connection.server
+
+  /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
+  const send = (
+    method: HttpMethod,
+    path: string,
+    body?: { readonly text: string; readonly contentType: string }
+  ): Effect.Effect<Sent, KubeClientError> =>
+    Effect.flatMap(
+      Effect.mapError(
+        connection.authorization,
+        (error) =>
+          new KubeTransportError({
+            method,
+            path,
+            message: `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
+          })
+      ),
+      (authorization) => {
+        const secret = secretOf(authorization)
+        let request = HttpClientRequest.make(method)(server + path, {
+          headers: { accept: "application/json", "user-agent": UserAgent }
+        })
+        if (Option.isSome(authorization)) {
+          request = HttpClientRequest.setHeader(request, "authorization", Redacted.value(authorization.value))
+        }
+        if (body !== undefined) request = HttpClientRequest.bodyText(request, body.text, body.contentType)
+        return http.execute(request).pipe(
+          Effect.mapError((error) =>
+            requestFailed({ method, path, server, cause: error.cause ?? error.reason, secret })
+          ),
+          Effect.flatMap((response) =>
+            response.status >= 200 && response.status < 300
+              ? Effect.succeed<Sent>({ response, secret })
+              : failWithStatus(method, path, response, secret)
+          )
+        )
+      }
+    )
+
+  const failWithStatus = (
+    method: string,
+    path: string,
+    response: HttpClientResponse.HttpClientResponse,
+    secret: string | undefined
+  ): Effect.Effect<never, KubeClientError> =>
+    Effect.gen(function*() {
+      // A body that breaks off still leaves the status code to speak.
+      const body = yield* Effect.orElseSucceed(response.text, () => "")
+      const nowMillis = yield* Clock.currentTimeMillis
+      const error = statusError({
+        method,
+        path,
+        code: response.status,
+        contentType: response.headers["content-type"],
+        retryAfter: response.headers["retry-after"],
+        body,
+        nowMillis,
+        secret
+      })
+      // Whatever credential is cached is stale: the next request reads it afresh.
+      if (error.code === 401) yield* connection.invalidate
+      return yield* Effect.fail(error)
+    })
+
+  const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
+    Effect.mapError(sent.response.text, (error) =>
+      bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+    )
+
+  /** A write or a get: JSON (or nothing) back. */
+  const json = (
+    method: HttpMethod,
+    path: string,
+    body?: unknown,
+    contentType = "application/json"
+  ): Effect.Effect<unknown, KubeClientError> =>
+    Effect.suspend(() =>
+      send(method, path, body === undefined ? undefined : { text: JSON.stringify(body), contentType })
+    ).pipe(
+      Effect.flatMap((sent) => readText(method, path, sent)),
+      Effect.flatMap((text) =>
+        Effect.try({
+          try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
+          catch: (error) =>
+            new KubeMalformedBodyError({
+              method,
+              path,
+              message: `${method} ${path} answered 2xx with a body that is not JSON (${errorText(error)})`,
+              excerpt: excerpt(text)
+            })
+        })
+      )
+    )
+
+  const listPage = <A extends HasMetadata>(
+    resource: KubeResource,
+    decode: Decode<A>,
+    options: ListOptions
+  ): Effect.Effect<ListPage<A>, KubeClientError> => {
+    const path = collectionPath(resource, options.namespace) + listQuery(options)
+    return send("GET", path).pipe(
+      Effect.flatMap((sent) => readText("GET", path, sent)),
+      Effect.flatMap((text) => toListPage(text, decode, path))
+    )
+  }
+
+  const list = <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options: ListOptions = {}
+  ): Effect.Effect<ListPage<A>, KubeClientError> =>
+    Effect.withSpan(listPage(resource, Schema.decodeUnknownEither(schema), options), "KubeClient.list", {
+      attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+    })
+
+  const listAll = <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options: Omit<ListOptions, "continue"> = {}
+  ): Effect.Effect<FullList<A>, KubeClientError> => {
+    const decode = Schema.decodeUnknownEither(schema)
+    const attempt = (first: Omit<ListOptions, "continue">, restarts: number): Effect.Effect<FullList<A>, KubeClientError> =>
+      Effect.gen(function*() {
+        const items: Array<A> = []
+        const bad: Array<UndecodableEvent> = []
+        let resourceVersion: string | undefined = undefined
+        let pages = 0
+        let token: string | undefined = undefined
+        while (true) {
+          const page: Either.Either<ListPage<A>, KubeClientError> = yield* Effect.either(
+            listPage(resource, decode, token === undefined ? first : { ...first, continue: token })
+          )
+          if (page._tag === "Left") {
+            // The continue token outlived the server's compaction window. As client-go's pager
+            // does, list again in one piece (no limit, so no token that could expire again).
+            if (token !== undefined && isExpired(page.left)) {
+              const { limit: _limit, ...whole } = first
+              return yield* attempt(whole, restarts + 1)
+            }
+            return yield* Effect.fail(page.left)
+          }
+          pages += 1
+          resourceVersion ??= page.right.resourceVersion
+          for (const item of page.right.items) items.push(item)
+          for (const item of page.right.undecodable) bad.push(item)
+          if (Option.isNone(page.right.continue)) {
+            return { items, undecodable: bad, resourceVersion, pages, restarts }
+          }
+          token = page.right.continue.value
+        }
+      })
+    return Effect.withSpan(attempt(options, 0), "KubeClient.listAll", {
+      attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+    })
+  }
+
+  const watch = <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options: WatchOptions = {}
+  ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
+    const path = collectionPath(resource, options.namespace) + watchQuery(options)
+    const lines = watchLines(Schema.decodeUnknownEither(schema), path)
+    return Stream.unwrap(
+      Effect.map(send("GET", path), (sent) =>
+        sent.response.stream.pipe(
+          // The response stream aborts the request when it ends or is interrupted.
+          Stream.mapError((error) =>
+            bodyBroke({ method: "GET", path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+          ),
+          decodeLines(maxLineBytes, lines)
+        )
+      )
+    ).pipe(
+      Stream.withSpan("KubeClient.watch", {
+        attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+      })
+    )
+  }
+
+  const span = (name: string, resource: KubeResource, namespace: string | undefined) =>
+    Effect.withSpan(`KubeClient.${name}`, { attributes: spanAttributes(resource, namespace) })
+
+  const subresourcePath = (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string,
+    options: { readonly subresource?: "status" } | undefined
+  ) => objectPath(resource, namespace, name) + (options?.subresource === "status" ? "/status" : "")
+
+  return {
+    list,
+    listAll,
+    watch,
+    get: (resource, namespace, name) =>
+      json("GET", objectPath(resource, namespace, name)).pipe(span("get", resource, namespace)),
+    create: (resource, namespace, body) =>
+      json("POST", collectionPath(resource, namespace), body).pipe(span("create", resource, namespace)),
+    replace: (resource, namespace, name, body, options) =>
+      json("PUT", subresourcePath(resource, namespace, name, options), body).pipe(span("replace", resource, namespace)),
+    mergePatch: (resource, namespace, name, patch, options) =>
+      json("PATCH", subresourcePath(resource, namespace, name, options), patch, "application/merge-patch+json").pipe(
+        span("mergePatch", resource, namespace)
+      ),
+    delete: (resource, namespace, name) =>
+      json("DELETE", objectPath(resource, namespace, name)).pipe(span("delete", resource, namespace))
+  }
+}
+
+/**
+ * A client for the cluster `KubeConfig` names: one undici Agent (keep-alive, the cluster's CA,
+ * client certificate and server name) that lives as long as the scope.
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: KubeClientOptions = {}
+): Effect.Effect<KubeClientService, never, KubeConfig | Scope.Scope> =>
+  Effect.gen(function*() {
+    const maxLineBytes = options.maxLineBytes ?? DefaultMaxLineBytes
+    if (!Number.isInteger(maxLineBytes) || maxLineBytes < 1) {
+      return yield* Effect.dieMessage(`KubeClient: maxLineBytes must be a positive integer, not ${maxLineBytes}`)
+    }
+    const connection = yield* KubeConfig
+    const agent = yield* makeAgent(connection.tls)
+    return makeService(connection, NodeHttpClient.makeUndici(agent), maxLineBytes)
+  })
+
+/** `layer` with options (`maxLineBytes`). @since 0.1.0 */
+export const layerWith = (options: KubeClientOptions): Layer.Layer<KubeClient, never, KubeConfig> =>
+  Layer.scoped(KubeClient, make(options))
+
+/** The client for the cluster `KubeConfig` names; its connections close with the layer. @since 0.1.0 */
+export const layer: Layer.Layer<KubeClient, never, KubeConfig> = layerWith({})

@@ -1,0 +1,233 @@
+/**
+ * What a failed Kubernetes request becomes: a non-2xx answer turned into a `KubeStatusError`
+ * (whether the body is a `Status`, an HTML page from a proxy or a plain-text 429), and a request
+ * that got no (whole) answer turned into a `KubeTransportError` naming the server and the cause.
+ * Nothing here sees a request header, and every message passes through `scrub` besides.
+ *
+ * @internal
+ */
+import { Option } from "effect"
+import { KubeStatusError, KubeTransportError } from "../KubeError.ts"
+import type { Status, StatusCause, StatusDetails } from "../KubeStatus.ts"
+import { excerpt } from "./ndjsonLines.ts"
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+const string = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+const number = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) ? u : undefined)
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const toCause = (u: unknown): StatusCause | undefined => {
+  if (!isRecord(u)) return undefined
+  const cause: Mutable<StatusCause> = {}
+  const reason = string(u.reason)
+  const message = string(u.message)
+  const field = string(u.field)
+  if (reason !== undefined) cause.reason = reason
+  if (message !== undefined) cause.message = message
+  if (field !== undefined) cause.field = field
+  return cause
+}
+
+const toDetails = (u: unknown): StatusDetails | undefined => {
+  if (!isRecord(u)) return undefined
+  const details: Mutable<StatusDetails> = {}
+  for (const key of ["name", "group", "kind", "uid"] as const) {
+    const value = string(u[key])
+    if (value !== undefined) details[key] = value
+  }
+  if (Array.isArray(u.causes)) {
+    const causes: Array<StatusCause> = []
+    for (const item of u.causes) {
+      const cause = toCause(item)
+      if (cause !== undefined) causes.push(cause)
+    }
+    details.causes = causes
+  }
+  const retryAfterSeconds = number(u.retryAfterSeconds)
+  if (retryAfterSeconds !== undefined) details.retryAfterSeconds = retryAfterSeconds
+  return details
+}
+
+/**
+ * A `Status` from whatever JSON arrived, keeping every field of the right type and dropping the
+ * rest: a failure must never fail to be understood because one field was odd.
+ */
+export const toStatus = (u: unknown): Status => {
+  if (!isRecord(u)) return {}
+  const status: Mutable<Status> = {}
+  for (const key of ["kind", "apiVersion", "status", "message", "reason"] as const) {
+    const value = string(u[key])
+    if (value !== undefined) status[key] = value
+  }
+  const details = toDetails(u.details)
+  if (details !== undefined) status.details = details
+  const code = number(u.code)
+  if (code !== undefined) status.code = code
+  return status
+}
+
+const isStatusLike = (u: unknown): u is Record<string, unknown> =>
+  isRecord(u) && (u.kind === "Status" || typeof u.reason === "string" || (typeof u.status === "string" && typeof u.message === "string"))
+
+/** `Retry-After` in seconds: either delta-seconds or an HTTP-date (RFC 9110 §10.2.3). */
+export const parseRetryAfter = (value: string | undefined, nowMillis: number): Option.Option<number> => {
+  if (value === undefined) return Option.none()
+  const trimmed = value.trim()
+  if (/^\d+$/.test(trimmed)) return Option.some(Number(trimmed))
+  const date = Date.parse(trimmed)
+  if (Number.isNaN(date)) return Option.none()
+  return Option.some(Math.max(0, Math.ceil((date - nowMillis) / 1000)))
+}
+
+const entities: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " ", "#39": "'" }
+
+/** The title of an HTML page, or its visible text when it has none. */
+const htmlText = (html: string): string => {
+  const head = html.slice(0, 64 * 1024)
+  const title = /<title[^>]*>([\s\S]*?)<\/title>/i.exec(head)?.[1]
+  const text = (title !== undefined && title.trim() !== "" ? title : head)
+    .replace(/<(script|style)[^>]*>[\s\S]*?<\/\1>/gi, " ")
+    .replace(/<[^>]*>/g, " ")
+  return text.replace(/&(amp|lt|gt|quot|apos|nbsp|#39);/g, (_, name: string) => entities[name] ?? "")
+}
+
+/** Removes the credential from a text bound for an error, in case a server or library echoed it. */
+export const scrub = (text: string, secret: string | undefined): string =>
+  // A very short "secret" (a test's "t") would shred the message and hides nothing.
+  secret !== undefined && secret.length >= 8 && text.includes(secret) ? text.split(secret).join("[redacted]") : text
+
+/** The answer to a request that was not 2xx, as a typed error. */
+export const statusError = (options: {
+  readonly method: string
+  readonly path: string
+  readonly code: number
+  readonly contentType: string | undefined
+  readonly retryAfter: string | undefined
+  readonly body: string
+  readonly nowMillis: number
+  readonly secret: string | undefined
+}): KubeStatusError => {
+  const { body, code, method, path, secret } = options
+  let parsed: unknown = undefined
+  if (body.length > 0) {
+    try {
+      parsed = JSON.parse(body)
+    } catch {
+      // Not JSON: described below.
+    }
+  }
+  const headerRetry = parseRetryAfter(options.retryAfter, options.nowMillis)
+  if (isStatusLike(parsed)) {
+    const status = toStatus(parsed)
+    const reason = status.reason ?? ""
+    const details = status.details
+    const message = `${method} ${path} answered ${code}${reason === "" ? "" : ` ${reason}`}: ${
+      status.message ?? "the Status had no message"
+    }`
+    return new KubeStatusError({
+      method,
+      path,
+      code,
+      reason,
+      message: scrub(message, secret),
+      causes: details?.causes ?? [],
+      retryAfterSeconds: Option.orElse(Option.fromNullable(details?.retryAfterSeconds), () => headerRetry),
+      group: Option.fromNullable(details?.group),
+      kind: Option.fromNullable(details?.kind),
+      bodyExcerpt: Option.none()
+    })
+  }
+  const contentType = options.contentType?.toLowerCase() ?? ""
+  let what: string
+  let shown: string
+  if (body.trim() === "") {
+    what = "an empty body"
+    shown = ""
+  } else if (parsed !== undefined) {
+    what = "a JSON body"
+    shown = excerpt(body)
+  } else if (contentType.includes("html") || /^\s*<(!doctype|html|head|body|title|center|h1)\b/i.test(body)) {
+    what = "an HTML page"
+    shown = excerpt(htmlText(body))
+  } else {
+    what = "a plain-text body"
+    shown = excerpt(body)
+  }
+  shown = scrub(shown, secret)
+  const message =
+    `${method} ${path} answered ${code} with ${what}, not a Kubernetes Status` + (shown === "" ? "" : `: "${shown}"`)
+  return new KubeStatusError({
+    method,
+    path,
+    code,
+    reason: "",
+    message: scrub(message, secret),
+    causes: [],
+    retryAfterSeconds: headerRetry,
+    group: Option.none(),
+    kind: Option.none(),
+    bodyExcerpt: shown === "" ? Option.none() : Option.some(shown)
+  })
+}
+
+const describeOne = (u: unknown): string => {
+  if (u instanceof AggregateError && u.errors.length > 0) {
+    // Node's happy-eyeballs connect: one error per address tried.
+    return [...new Set(u.errors.map(describeOne))].filter((s) => s !== "").join("; ")
+  }
+  if (u instanceof Error) {
+    const code = (u as { readonly code?: unknown }).code
+    if (typeof code === "string" && !u.message.includes(code)) return u.message === "" ? code : `${u.message} (${code})`
+    return u.message
+  }
+  return typeof u === "string" ? u : ""
+}
+
+/** The messages of an error and its causes, outermost first, without repeats. */
+export const describeCause = (cause: unknown): string => {
+  const parts: Array<string> = []
+  const seen = new Set<unknown>()
+  let current = cause
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null && !seen.has(current); depth++) {
+    seen.add(current)
+    const text = describeOne(current)
+    if (text !== "" && !parts.some((part) => part.includes(text))) parts.push(text)
+    current = typeof current === "object" ? (current as { readonly cause?: unknown }).cause : undefined
+  }
+  return parts.length === 0 ? "an unknown failure" : parts.join(": ")
+}
+
+/** The request got no answer: refused, reset, TLS, DNS. */
+export const requestFailed = (options: {
+  readonly method: string
+  readonly path: string
+  readonly server: string
+  readonly cause: unknown
+  readonly secret: string | undefined
+}): KubeTransportError =>
+  new KubeTransportError({
+    method: options.method,
+    path: options.path,
+    message: scrub(
+      `${options.method} ${options.path} to ${options.server} got no answer: ${describeCause(options.cause)}`,
+      options.secret
+    )
+  })
+
+/** The answer started but its body broke off: the connection was reset or closed mid-body. */
+export const bodyBroke = (options: {
+  readonly method: string
+  readonly path: string
+  readonly server: string
+  readonly cause: unknown
+  readonly secret: string | undefined
+}): KubeTransportError =>
+  new KubeTransportError({
+    method: options.method,
+    path: options.path,
+    message: scrub(
+      `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body: ${describeCause(options.cause)}`,
+      options.secret
+    )
+  })

@@ -1,0 +1,157 @@
+/**
+ * Newline-delimited bytes to lines, for a watch body: one UTF-8 decode per network chunk (a
+ * character split across two chunks is kept whole), a cap on how long a line may grow, and a clear
+ * difference between a body that ended cleanly and one that ended mid-line or failed.
+ *
+ * Written here rather than taken from `@effect/platform`'s `Ndjson` (0.97 decodes each chunk
+ * without `stream: true` and corrupts split characters) or `Stream.splitLines` (which emits the
+ * buffered partial line before an upstream failure, so a cut connection reads as half a line).
+ *
+ * @internal
+ */
+import { Cause, Channel, Chunk, Stream } from "effect"
+
+const NEWLINE = 10
+
+/** What `LineSplitter.push` ended with. */
+export type PushResult = "ok" | "tooLong" | "stopped"
+
+/**
+ * The stateful core, free of Effect so it can be tested byte by byte and costs nothing per line
+ * beyond the slice of the line itself.
+ */
+export class LineSplitter {
+  private readonly decoder = new TextDecoder("utf-8")
+  /** The decoded text of the line in progress (no newline seen yet). */
+  private pending = ""
+  /** Its size on the wire, counting bytes the decoder still holds of a split character. */
+  private pendingBytes = 0
+
+  constructor(readonly maxLineBytes: number) {}
+
+  /** Bytes held for the line in progress. */
+  get bufferedBytes(): number {
+    return this.pendingBytes
+  }
+
+  /**
+   * Splits one network chunk. `onLine` gets each complete line without its `\n`, in order, and
+   * returns `false` to stop early. Returns `"tooLong"` as soon as a line is known to exceed the cap
+   * (a complete one, or the one in progress), without buffering further.
+   */
+  push(bytes: Uint8Array, onLine: (line: string) => boolean): PushResult {
+    // 0x0A never occurs inside a multi-byte UTF-8 sequence, so byte newlines are text newlines.
+    const lastNewline = bytes.lastIndexOf(NEWLINE)
+    const decoded = this.decoder.decode(bytes, { stream: true })
+    if (lastNewline === -1) {
+      this.pendingBytes += bytes.length
+      if (this.pendingBytes > this.maxLineBytes) return this.fail()
+      this.pending = this.pending === "" ? decoded : this.pending + decoded
+      return "ok"
+    }
+    const text = this.pending === "" ? decoded : this.pending + decoded
+    this.pending = ""
+    const max = this.maxLineBytes
+    let start = 0
+    let newline = text.indexOf("\n")
+    while (newline !== -1) {
+      const units = newline - start
+      // UTF-16 units <= UTF-8 bytes <= 3 * units: only a line near the cap needs measuring.
+      if (units > max || (units * 3 > max && Buffer.byteLength(text.slice(start, newline)) > max)) {
+        return this.fail()
+      }
+      if (!onLine(text.slice(start, newline))) {
+        this.reset()
+        return "stopped"
+      }
+      start = newline + 1
+      newline = text.indexOf("\n", start)
+    }
+    this.pendingBytes = bytes.length - lastNewline - 1
+    if (this.pendingBytes > max) return this.fail()
+    this.pending = start === text.length ? "" : text.slice(start)
+    return "ok"
+  }
+
+  /** The body ended: whatever followed the last `\n` (`""` when the body ended on a newline). */
+  end(): string {
+    const rest = this.pending + this.decoder.decode()
+    this.pending = ""
+    this.pendingBytes = 0
+    return rest
+  }
+
+  private fail(): PushResult {
+    this.reset()
+    return "tooLong"
+  }
+
+  private reset(): void {
+    this.pending = ""
+    this.pendingBytes = 0
+    this.decoder.decode()
+  }
+}
+
+/** What a caller does with the lines of a body. */
+export interface LineHandler<A, E> {
+  /** One complete line, without its `\n`. Push what it yields to `out`; return an error to stop. */
+  readonly onLine: (line: string, out: Array<A>) => E | undefined
+  /** The body ended cleanly; `rest` is what followed the last `\n` (`""` when nothing did). */
+  readonly onEnd: (rest: string, out: Array<A>) => E | undefined
+  /** A line grew past `limitBytes` without a newline. */
+  readonly onTooLong: (limitBytes: number) => E
+}
+
+/**
+ * Bytes to whatever the handler makes of each line, one output `Chunk` per network chunk. An
+ * upstream failure passes through as it is: the line in progress is dropped, never handed on. Items
+ * a chunk yielded before a line failed are emitted before the failure.
+ */
+export const decodeLines =
+  <A, E>(maxLineBytes: number, handler: LineHandler<A, E>) =>
+  <E2, R>(self: Stream.Stream<Uint8Array, E2, R>): Stream.Stream<A, E | E2, R> =>
+    Stream.pipeThroughChannel(
+      self,
+      Channel.suspend(() => {
+        const splitter = new LineSplitter(maxLineBytes)
+        const emitThen = <X>(out: Array<A>, next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>) =>
+          out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
+        const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> =
+          Channel.readWithCause({
+            onInput: (input: Chunk.Chunk<Uint8Array>) => {
+              const out: Array<A> = []
+              let error: E | undefined = undefined
+              const onLine = (line: string): boolean => {
+                error = handler.onLine(line, out)
+                return error === undefined
+              }
+              for (const bytes of input) {
+                const result = splitter.push(bytes, onLine)
+                if (result === "tooLong") return emitThen(out, Channel.fail(handler.onTooLong(maxLineBytes)))
+                if (result === "stopped") return emitThen(out, Channel.fail(error as E))
+              }
+              return emitThen(out, loop)
+            },
+            onFailure: (cause: Cause.Cause<E2>) => Channel.failCause(cause),
+            onDone: () => {
+              const out: Array<A> = []
+              const error = handler.onEnd(splitter.end(), out)
+              return emitThen(out, error === undefined ? Channel.void : Channel.fail(error))
+            }
+          })
+        return loop
+      })
+    )
+
+/** A short, single-line rendering of what arrived, for an error a person reads. */
+export const excerpt = (text: string, max = 200): string => {
+  // Slice before collapsing: the text may be a 16 MiB line.
+  const collapsed = text.slice(0, max * 4).replace(/\s+/g, " ").trim()
+  if (collapsed.length <= max && text.length <= max * 4) return collapsed
+  // Do not cut a surrogate pair in half.
+  let end = Math.min(max - 1, collapsed.length)
+  const code = collapsed.charCodeAt(end - 1)
+  if (code >= 0xd800 && code <= 0xdbff) end -= 1
+  return `${collapsed.slice(0, end)}…`
+}
