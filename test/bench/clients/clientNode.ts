@@ -1,0 +1,128 @@
+/**
+ * The peer: `@kubernetes/client-node`'s informer (`makeInformer` over `CustomObjectsApi`), used as
+ * its README shows. It has no synced signal, so "synced" is its N-th `add`; "told" is its `update`
+ * callback, which runs after the object is in its cache.
+ *
+ * The package is loaded by a name the runner chooses (`@kubernetes/client-node` 2.x under Node 22,
+ * `client-node-1`, an alias of 1.4.0, under Node 20) from test/bench/node_modules, with a computed
+ * specifier so the root's type check does not need that folder installed.
+ */
+import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import type { ChildParams, ChildResult } from "../protocol.ts"
+
+interface KubeObject {
+  readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly annotations?: Record<string, string> }
+}
+
+/** The part of client-node's surface this file uses. */
+interface ClientNode {
+  readonly KubeConfig: new () => {
+    loadFromOptions(options: unknown): void
+    makeApiClient<T>(api: new (...args: Array<never>) => T): T
+  }
+  readonly CustomObjectsApi: new (...args: Array<never>) => {
+    listNamespacedCustomObject(request: { group: string; version: string; namespace: string; plural: string }): Promise<unknown>
+  }
+  readonly makeInformer: (
+    kubeconfig: unknown,
+    path: string,
+    list: () => Promise<unknown>
+  ) => {
+    on(verb: "add" | "update" | "error", callback: (object: KubeObject) => void): void
+    start(): Promise<void>
+    list(): Array<KubeObject>
+  }
+}
+
+export const run = async (p: ChildParams): Promise<ChildResult> => {
+  const { shape } = p
+  const specifier = p.peer ?? "@kubernetes/client-node"
+  const k8s = (await import(specifier)) as ClientNode
+  const kc = new k8s.KubeConfig()
+  kc.loadFromOptions({
+    clusters: [{ name: "bench", server: p.url, skipTLSVerify: true }],
+    users: [{ name: "bench", token: "bench" }],
+    contexts: [{ name: "bench", cluster: "bench", user: "bench", namespace: p.namespace }],
+    currentContext: "bench"
+  })
+  const api = kc.makeApiClient(k8s.CustomObjectsApi)
+  const informer = k8s.makeInformer(
+    kc,
+    `/apis/${Group}/${Version}/namespaces/${encodeURIComponent(p.namespace)}/${Plural}`,
+    () => api.listNamespacedCustomObject({ group: Group, version: Version, namespace: p.namespace, plural: Plural })
+  )
+  let adds = 0
+  let onSynced: () => void = () => undefined
+  const synced = new Promise<void>((resolve) => (onSynced = resolve))
+  informer.on("add", () => {
+    if (++adds === shape.n) onSynced()
+  })
+  let onUpdate: (object: KubeObject) => void = () => undefined
+  informer.on("update", (object) => onUpdate(object))
+  informer.on("error", (error) => {
+    console.error(`client-node informer error: ${String(error)}`)
+    process.exit(2)
+  })
+  const reached = (target: { name: string; resourceVersion: string }, also?: (object: KubeObject) => void) =>
+    new Promise<void>((resolve) => {
+      onUpdate = (object) => {
+        also?.(object)
+        if (object.metadata.name === target.name && object.metadata.resourceVersion === target.resourceVersion) resolve()
+      }
+    })
+
+  const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
+  const started = now()
+  void informer.start()
+  await synced
+  const syncedAt = now()
+  switch (p.scenario) {
+    case "sync":
+      return { figures: { ms: syncedAt - started } }
+    case "heap": {
+      const heapAfter = await settledHeap()
+      return { figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 } }
+    }
+    case "tp":
+    case "fanout": {
+      const hot = p.scenario === "fanout"
+      const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
+      const done = reached(target)
+      const t0 = now()
+      await go(p.url, p.namespace)
+      await done
+      const ms = now() - t0
+      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+    }
+    case "storm": {
+      const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
+      const done = reached(target)
+      const before = await settledHeap()
+      const t0 = now()
+      await go(p.url, p.namespace)
+      await done
+      const ms = now() - t0
+      const after = await settledHeap()
+      return {
+        figures: {
+          ms,
+          reconnectsPerSec: (shape.storm / ms) * 1000,
+          heapBeforeMB: before / 1048576,
+          heapGrowthMB: (after - before) / 1048576
+        }
+      }
+    }
+    case "lat": {
+      const samples: Array<number> = []
+      const target = finalEvent(shape.latencyEvents, Math.min(shape.hot, shape.n), Salt.latency, shape.n)
+      const done = reached(target, (object) => {
+        const sent = sentNs(object.metadata.annotations, SentAnnotation)
+        if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
+      })
+      await go(p.url, p.namespace)
+      await done
+      return { figures: latencyFigures(samples) }
+    }
+  }
+}

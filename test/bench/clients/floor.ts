@@ -1,0 +1,192 @@
+/**
+ * The floor: the least any JSON client of a watch must do. Fetch the bytes (node:http, one
+ * keep-alive agent), `JSON.parse` each list or each event line, `Map.set` the object by name, keep
+ * the resourceVersion, resume a watch the server closed. No schema, no retries, no subscribers
+ * beyond one direct callback.
+ */
+import * as Http from "node:http"
+import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import type { ChildParams, ChildResult } from "../protocol.ts"
+
+interface KubeObject {
+  readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly annotations?: Record<string, string> }
+}
+
+const Newline = 0x0a
+
+class Floor {
+  readonly cache = new Map<string, KubeObject>()
+  resourceVersion = ""
+  /** Called after each object event is in the cache. */
+  onObject: ((object: KubeObject) => void) | undefined = undefined
+  private readonly agent = new Http.Agent({ keepAlive: true })
+  private readonly path: string
+  private stopped = false
+
+  constructor(readonly server: string, namespace: string) {
+    this.path = `/apis/${Group}/${Version}/namespaces/${encodeURIComponent(namespace)}/${Plural}`
+  }
+
+  private body(url: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      Http.get(url, { agent: this.agent }, (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (chunk: Buffer) => chunks.push(chunk))
+        res.on("end", () =>
+          res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString()) : reject(new Error(`list: HTTP ${res.statusCode}`))
+        )
+        res.on("error", reject)
+      }).on("error", reject)
+    })
+  }
+
+  /** One list, paged when `pageSize` > 0. */
+  async list(pageSize: number): Promise<void> {
+    let token = ""
+    let first = true
+    do {
+      const query = new URLSearchParams()
+      if (pageSize > 0) query.set("limit", String(pageSize))
+      if (token !== "") query.set("continue", token)
+      const list = JSON.parse(await this.body(`${this.server}${this.path}?${query}`)) as {
+        metadata: { resourceVersion: string; continue?: string }
+        items: Array<KubeObject>
+      }
+      for (const item of list.items) this.cache.set(item.metadata.name, item)
+      if (first) this.resourceVersion = list.metadata.resourceVersion
+      first = false
+      token = list.metadata.continue ?? ""
+    } while (token !== "")
+  }
+
+  private line(text: string): void {
+    const event = JSON.parse(text) as { type: string; object: KubeObject }
+    const object = event.object
+    switch (event.type) {
+      case "BOOKMARK":
+        this.resourceVersion = object.metadata.resourceVersion
+        return
+      case "DELETED":
+        this.cache.delete(object.metadata.name)
+        break
+      case "ERROR":
+        throw new Error(`watch: ERROR event ${text.slice(0, 200)}`)
+      default:
+        this.cache.set(object.metadata.name, object)
+    }
+    this.resourceVersion = object.metadata.resourceVersion
+    this.onObject?.(object)
+  }
+
+  /** One watch from the last resourceVersion; resolves when the server ends it. */
+  private watchOnce(): Promise<void> {
+    const query = new URLSearchParams({ watch: "true", resourceVersion: this.resourceVersion, allowWatchBookmarks: "true" })
+    return new Promise((resolve, reject) => {
+      Http.get(`${this.server}${this.path}?${query}`, { agent: this.agent }, (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`watch: HTTP ${res.statusCode}`))
+        let rest: Buffer | undefined
+        res.on("data", (chunk: Buffer) => {
+          let start = 0
+          if (rest !== undefined) {
+            const nl = chunk.indexOf(Newline)
+            if (nl < 0) {
+              rest = Buffer.concat([rest, chunk])
+              return
+            }
+            this.line(Buffer.concat([rest, chunk.subarray(0, nl)]).toString())
+            rest = undefined
+            start = nl + 1
+          }
+          for (;;) {
+            const nl = chunk.indexOf(Newline, start)
+            if (nl < 0) break
+            if (nl > start) this.line(chunk.toString("utf8", start, nl))
+            start = nl + 1
+          }
+          if (start < chunk.length) rest = chunk.subarray(start)
+        })
+        res.on("end", () => resolve())
+        res.on("error", reject)
+      }).on("error", reject)
+    })
+  }
+
+  /** Watches, resuming each time the server ends a watch, until stopped. */
+  async watch(): Promise<void> {
+    while (!this.stopped) await this.watchOnce()
+  }
+}
+
+/** Resolves when the object event with this name and resourceVersion is in the cache. */
+const reached = (floor: Floor, target: { name: string; resourceVersion: string }, also?: (object: KubeObject) => void) =>
+  new Promise<void>((resolve) => {
+    floor.onObject = (object) => {
+      also?.(object)
+      if (object.metadata.name === target.name && object.metadata.resourceVersion === target.resourceVersion) resolve()
+    }
+  })
+
+export const run = async (p: ChildParams): Promise<ChildResult> => {
+  const { shape } = p
+  const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
+  const started = now()
+  const floor = new Floor(p.url, p.namespace)
+  await floor.list(p.pageSize)
+  const synced = now()
+  if (floor.cache.size !== shape.n) throw new Error(`listed ${floor.cache.size} Sandboxes, expected ${shape.n}`)
+  const watching = floor.watch()
+  watching.catch((error: unknown) => {
+    console.error(String(error))
+    process.exit(2)
+  })
+  switch (p.scenario) {
+    case "sync":
+      return { figures: { ms: synced - started } }
+    case "heap": {
+      const heapAfter = await settledHeap()
+      return { figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 } }
+    }
+    case "tp":
+    case "fanout": {
+      const hot = p.scenario === "fanout"
+      const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
+      const done = reached(floor, target)
+      const t0 = now()
+      await go(p.url, p.namespace)
+      await done
+      const ms = now() - t0
+      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+    }
+    case "storm": {
+      const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
+      const done = reached(floor, target)
+      const before = await settledHeap()
+      const t0 = now()
+      await go(p.url, p.namespace)
+      await done
+      const ms = now() - t0
+      const after = await settledHeap()
+      return {
+        figures: {
+          ms,
+          reconnectsPerSec: (shape.storm / ms) * 1000,
+          heapBeforeMB: before / 1048576,
+          heapGrowthMB: (after - before) / 1048576
+        }
+      }
+    }
+    case "lat": {
+      const samples: Array<number> = []
+      const target = finalEvent(shape.latencyEvents, Math.min(shape.hot, shape.n), Salt.latency, shape.n)
+      const done = reached(floor, target, (object) => {
+        const sent = sentNs(object.metadata.annotations, SentAnnotation)
+        if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
+      })
+      await go(p.url, p.namespace)
+      await done
+      return { figures: latencyFigures(samples) }
+    }
+  }
+}
+

@@ -1,0 +1,226 @@
+/**
+ * sandbox-watch as an application uses it: `SandboxWatch.layer` on `KubeClient.layer` on
+ * `KubeConfig.layerStatic`, subscribers as `Stream.runForEach(watch.changes(name), ...)` fibers.
+ * Every fiber the watch and its subscribers start runs under one `Supervisor.track`, so the storm
+ * can count the live ones.
+ */
+import { Context, Effect, Layer, Metric, Option, Stream, Supervisor } from "effect"
+import type { Scope } from "effect"
+import * as KubeClient from "../../../src/KubeClient.ts"
+import * as KubeConfig from "../../../src/KubeConfig.ts"
+import type { Sandbox } from "../../../src/Sandbox.ts"
+import * as SandboxWatch from "../../../src/SandboxWatch.ts"
+import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import type { ChildParams, ChildResult } from "../protocol.ts"
+
+type Service = SandboxWatch.SandboxWatchService
+
+/** Forks one subscriber of `name`; `onValue` runs in the subscriber's fiber for every value. */
+const subscribe = (
+  watch: Service,
+  name: string,
+  onValue: (value: Option.Option<Sandbox>) => void
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.asVoid(Effect.forkScoped(Stream.runForEach(watch.changes(name), (value) => Effect.sync(() => onValue(value)))))
+
+const rvOf = (value: Option.Option<Sandbox>) => (Option.isSome(value) ? value.value.metadata.resourceVersion : undefined)
+
+/** Polls the cache every millisecond until `name` holds `resourceVersion`. */
+const untilCached = (watch: Service, name: string, resourceVersion: string) =>
+  Effect.gen(function*() {
+    for (;;) {
+      const value = yield* watch.get(name)
+      if (rvOf(value) === resourceVersion) return
+      yield* Effect.sleep("1 millis")
+    }
+  })
+
+/** Open subscriptions, from the watch's own gauge. */
+const subscriptions = Effect.map(Metric.value(SandboxWatch.metrics.subscribers), (state) => state.value)
+
+const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray<unknown>>) =>
+  Effect.gen(function*() {
+    const { shape } = p
+    const hot = Math.min(shape.hot, shape.n)
+    const layer = SandboxWatch.layer({ namespace: p.namespace, pageSize: p.pageSize > 0 ? p.pageSize : 500 }).pipe(
+      Layer.provide(KubeClient.layer),
+      Layer.provide(KubeConfig.layerStatic({ server: p.url, namespace: p.namespace }))
+    )
+    const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
+    const started = now()
+    const context = yield* Layer.build(layer)
+    const watch = Context.get(context, SandboxWatch.SandboxWatch)
+
+    /** Subscribers that must have had their first value before the stream starts. */
+    let firstValues = 0
+    let subscribers = 0
+    const subscribeCounted = (name: string, onValue: (value: Option.Option<Sandbox>) => void) => {
+      subscribers++
+      let first = true
+      return subscribe(watch, name, (value) => {
+        if (first) {
+          first = false
+          firstValues++
+        }
+        onValue(value)
+      })
+    }
+    /** A promise that resolves when a subscriber of `target.name` has been told `target`. */
+    const toldOf = (target: { name: string; resourceVersion: string }, also?: (value: Option.Option<Sandbox>) => void) => {
+      let resolve: () => void = () => undefined
+      const told = new Promise<void>((r) => (resolve = r))
+      return {
+        told,
+        onValue: (value: Option.Option<Sandbox>) => {
+          also?.(value)
+          if (rvOf(value) === target.resourceVersion) resolve()
+        }
+      }
+    }
+    const allSubscribed = Effect.gen(function*() {
+      const deadline = now() + 60_000
+      while (firstValues < subscribers) {
+        if (now() > deadline) return yield* Effect.dieMessage(`only ${firstValues} of ${subscribers} subscribers heard their first value in 60 s`)
+        yield* Effect.sleep("1 millis")
+      }
+    })
+
+    switch (p.scenario) {
+      case "sync": {
+        yield* watch.synced
+        return { figures: { ms: now() - started } }
+      }
+      case "heap": {
+        yield* watch.synced
+        const heapAfter = yield* Effect.promise(settledHeap)
+        const health = yield* watch.health
+        return {
+          figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 },
+          ...(health.cached === shape.n ? {} : { note: `cached ${health.cached} of ${shape.n}` })
+        }
+      }
+      case "tp": {
+        const target = finalEvent(shape.m, shape.n, Salt.throughput, shape.n)
+        const { told, onValue } = toldOf(target)
+        yield* subscribeCounted(target.name, onValue)
+        yield* watch.synced
+        yield* allSubscribed
+        const t0 = now()
+        yield* Effect.promise(() => go(p.url, p.namespace))
+        yield* Effect.promise(() => told)
+        const ms = now() - t0
+        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+      }
+      case "fanout": {
+        const target = finalEvent(shape.m, hot, Salt.hot, shape.n)
+        let told: Promise<void> = Promise.resolve()
+        let deliveries = 0
+        if (p.fanout === "idle") {
+          const count = p.idleSubscribers ?? 10_000
+          for (let i = 0; i < count; i++) {
+            // Names no event touches: the cold ones, then names that are not there at all.
+            const name = hot + i < shape.n ? nameOf(hot + i) : `absent-${i}`
+            yield* subscribeCounted(name, () => void deliveries++)
+          }
+        } else if (p.fanout === "hot") {
+          for (let i = 0; i < hot; i++) {
+            const name = nameOf(i)
+            if (name === target.name) {
+              const final = toldOf(target, () => void deliveries++)
+              told = final.told
+              yield* subscribeCounted(name, final.onValue)
+            } else yield* subscribeCounted(name, () => void deliveries++)
+          }
+        }
+        yield* watch.synced
+        yield* allSubscribed
+        const before = deliveries
+        const t0 = now()
+        yield* Effect.promise(() => go(p.url, p.namespace))
+        yield* untilCached(watch, target.name, target.resourceVersion)
+        yield* Effect.promise(() => told)
+        const ms = now() - t0
+        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, subscribers, deliveries: deliveries - before } }
+      }
+      case "storm": {
+        const target = finalEvent(shape.storm, hot, Salt.storm, shape.n)
+        let told: Promise<void> = Promise.resolve()
+        for (let i = 0; i < hot; i++) {
+          const name = nameOf(i)
+          if (name === target.name) {
+            const final = toldOf(target)
+            told = final.told
+            yield* subscribeCounted(name, final.onValue)
+          } else yield* subscribeCounted(name, () => undefined)
+        }
+        yield* watch.synced
+        yield* allSubscribed
+        const heapBefore = yield* Effect.promise(settledHeap)
+        const fibersBefore = (yield* supervisor.value).length
+        const subsBefore = yield* subscriptions
+        const healthBefore = yield* watch.health
+        const t0 = now()
+        yield* Effect.promise(() => go(p.url, p.namespace))
+        yield* Effect.promise(() => told)
+        const ms = now() - t0
+        const heapAfter = yield* Effect.promise(settledHeap)
+        const fibersAfter = (yield* supervisor.value).length
+        const subsAfter = yield* subscriptions
+        const healthAfter = yield* watch.health
+        return {
+          figures: {
+            ms,
+            reconnectsPerSec: (shape.storm / ms) * 1000,
+            heapBeforeMB: heapBefore / 1048576,
+            heapGrowthMB: (heapAfter - heapBefore) / 1048576,
+            fibersBefore,
+            fibersAfter,
+            subsBefore,
+            subsAfter,
+            restarts: healthAfter.watchRestarts - healthBefore.watchRestarts,
+            relists: healthAfter.relists - healthBefore.relists
+          }
+        }
+      }
+      case "lat": {
+        const target = finalEvent(shape.latencyEvents, hot, Salt.latency, shape.n)
+        const samples: Array<number> = []
+        const sample = (value: Option.Option<Sandbox>) => {
+          if (Option.isNone(value)) return
+          const sent = sentNs(value.value.metadata.annotations, SentAnnotation)
+          if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
+        }
+        let told: Promise<void> = Promise.resolve()
+        for (let i = 0; i < hot; i++) {
+          const name = nameOf(i)
+          if (name === target.name) {
+            const final = toldOf(target, sample)
+            told = final.told
+            yield* subscribeCounted(name, final.onValue)
+          } else yield* subscribeCounted(name, sample)
+        }
+        yield* watch.synced
+        yield* allSubscribed
+        yield* Effect.promise(() => go(p.url, p.namespace))
+        yield* Effect.promise(() => told)
+        return { figures: latencyFigures(samples) }
+      }
+    }
+  })
+
+export const run = (p: ChildParams): Promise<ChildResult> =>
+  new Promise((resolve, reject) => {
+    // The scope stays open: the child prints and exits, so closing the watch is not timed or awaited.
+    Effect.runFork(
+      Effect.gen(function*() {
+        const supervisor = yield* Supervisor.track
+        const result = yield* Effect.supervised(program(p, supervisor), supervisor)
+        resolve(result)
+        return yield* Effect.never
+      }).pipe(
+        Effect.scoped,
+        Effect.catchAllCause((cause) => Effect.sync(() => reject(new Error(String(cause)))))
+      )
+    )
+  })

@@ -1,0 +1,69 @@
+/**
+ * What every benchmark child needs: a heap after a full collection, the server's go signal, the
+ * clock, and percentiles.
+ */
+import * as Http from "node:http"
+
+declare const gc: undefined | (() => void)
+
+/** `heapUsed` after collecting until it stops shrinking; needs `--expose-gc`. */
+export const settledHeap = async (): Promise<number> => {
+  if (typeof gc !== "function") throw new Error("run the child with --expose-gc: heap figures need a full collection")
+  // Let timers and pending I/O callbacks drop what they hold before collecting.
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  let last = Number.POSITIVE_INFINITY
+  for (let i = 0; i < 6; i++) {
+    gc()
+    await new Promise((resolve) => setImmediate(resolve))
+    const used = process.memoryUsage().heapUsed
+    if (used >= last - 1024) return Math.min(used, last)
+    last = used
+  }
+  return last
+}
+
+/** Opens the server's gate for this namespace: its watch starts streaming. */
+export const go = (url: string, namespace: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const req = Http.request(`${url}/bench/go/${encodeURIComponent(namespace)}`, { method: "POST" }, (res) => {
+      res.resume()
+      res.on("end", () => resolve())
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
+export const now = (): number => performance.now()
+
+/** Nanoseconds on the clock every process of this machine shares (CLOCK_MONOTONIC). */
+export const hrtimeNs = (): bigint => process.hrtime.bigint()
+
+export const percentile = (sorted: ReadonlyArray<number>, p: number): number => {
+  if (sorted.length === 0) return Number.NaN
+  const at = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
+  return sorted[at]!
+}
+
+/** p50/p99/max in milliseconds of latencies recorded in nanoseconds. */
+export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string, number> => {
+  const sorted = [...samplesNs].sort((a, b) => a - b).map((ns) => ns / 1e6)
+  return { samples: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? Number.NaN }
+}
+
+/** Resolves when `check` returns true; polls every millisecond, fails after `ms`. */
+export const until = (check: () => boolean, ms: number, what: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const deadline = now() + ms
+    const poll = () => {
+      if (check()) return resolve()
+      if (now() > deadline) return reject(new Error(`gave up after ${ms} ms waiting for ${what}`))
+      setTimeout(poll, 1)
+    }
+    poll()
+  })
+
+/** Parses the `bench.jr2.dev/sent` stamp; undefined when the object has none. */
+export const sentNs = (annotations: Readonly<Record<string, string>> | undefined, key: string): bigint | undefined => {
+  const stamp = annotations?.[key]
+  return stamp === undefined || /^0+$/.test(stamp) ? undefined : BigInt(stamp)
+}

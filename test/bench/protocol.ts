@@ -1,0 +1,36 @@
+/**
+ * What the runner tells a child and what a child answers: one JSON argument in, one JSON line out.
+ */
+import type { DataShape } from "./data.ts"
+
+export type Scenario = "sync" | "tp" | "heap" | "fanout" | "storm" | "lat"
+
+/** Fan-out variants: no subscriber, 10,000 idle ones to other names, one on each hot name. */
+export type Fanout = "none" | "idle" | "hot"
+
+export interface ChildParams {
+  readonly client: string
+  readonly scenario: Scenario
+  readonly url: string
+  /** `<mode>-<run id>`: the server's behaviour, and this child's own state there. */
+  readonly namespace: string
+  readonly shape: DataShape
+  /** List page size; 0 for one unpaged list. */
+  readonly pageSize: number
+  readonly fanout?: Fanout
+  /** Idle subscribers of the `idle` fan-out. */
+  readonly idleSubscribers?: number
+  /** The peer package to load (client-node 2.x or its 1.x alias). */
+  readonly peer?: string
+}
+
+export interface ChildResult {
+  /** The figures, by name (ms, events per second, bytes...). */
+  readonly figures: Record<string, number>
+  /** A problem worth showing next to the figures (a wrong final state, a missing subscriber). */
+  readonly note?: string
+}
+
+/** The mode of a scenario's namespace on the replay server. */
+export const modeOf = (scenario: Scenario): string =>
+  scenario === "fanout" ? "hot" : scenario

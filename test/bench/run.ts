@@ -1,0 +1,404 @@
+/**
+ * The benchmark runner: starts the replay server, runs every program of every scenario in a fresh
+ * child process per round, alternating programs round by round, and prints markdown tables of
+ * medians with min–max, the ratios the targets are stated in, and the command that reproduces them.
+ *
+ *   npm run bench                         # full run (N = 10,000, M = 200,000, 5 rounds)
+ *   npm run bench -- --quick              # development: smaller N and M, 2 rounds
+ *   npm run bench -- --only sync,heap     # some scenarios
+ *   npm run bench -- --programs sw@20,floor@20
+ *   npm run bench -- --profile sw@20:tp   # one child under --cpu-prof, and its hottest functions
+ *
+ * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
+ * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
+ * installed in test/bench (`npm ci --prefix test/bench`), as is client-node.
+ */
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { DataShape } from "./data.ts"
+import { markdown } from "./profile.ts"
+import type { ChildParams, ChildResult, Fanout, Scenario } from "./protocol.ts"
+import { modeOf } from "./protocol.ts"
+import * as Server from "./server.ts"
+
+const here = Path.dirname(fileURLToPath(import.meta.url))
+const root = Path.resolve(here, "../..")
+const cacheDir = Path.join(here, ".cache")
+const node22 = Path.join(here, "node_modules/node/bin/node")
+const peerDir = Path.join(here, "node_modules/@kubernetes/client-node")
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------------
+
+const argv = process.argv.slice(2)
+const flag = (name: string) => argv.includes(`--${name}`)
+const option = (name: string): string | undefined => {
+  const at = argv.indexOf(`--${name}`)
+  return at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+}
+if (flag("help")) {
+  console.log(Fs.readFileSync(fileURLToPath(import.meta.url), "utf8").split("*/")[0])
+  process.exit(0)
+}
+const quick = flag("quick")
+const num = (name: string, full: number, small: number) => Number(option(name) ?? (quick ? small : full))
+const shape: DataShape = {
+  n: num("n", 10_000, 2_000),
+  m: num("m", 200_000, 20_000),
+  hot: num("hot", 100, 100),
+  storm: num("storm", 10_000, 1_000),
+  latencyEvents: num("latency-events", 5_000, 1_000),
+  latencyRate: num("latency-rate", 1_000, 1_000)
+}
+const idleSubscribers = num("idle", 10_000, 2_000)
+const rounds = num("rounds", 5, 2)
+const childTimeoutMs = num("timeout", 600_000, 300_000)
+const allScenarios: ReadonlyArray<Scenario> = ["sync", "tp", "heap", "fanout", "storm", "lat"]
+const scenarios = (option("only")?.split(",") ?? allScenarios) as ReadonlyArray<Scenario>
+for (const s of scenarios) if (!allScenarios.includes(s)) throw new Error(`unknown scenario ${s}; one of ${allScenarios.join(", ")}`)
+
+// ---------------------------------------------------------------------------------------------
+// Programs
+// ---------------------------------------------------------------------------------------------
+
+interface Program {
+  readonly id: string
+  readonly client: "floor" | "clientNode" | "sandboxWatch"
+  readonly node: string
+  readonly nodeName: string
+  readonly peer?: string
+  readonly label: string
+}
+
+const node22Available = Fs.existsSync(node22)
+const peerAvailable = Fs.existsSync(peerDir)
+const nodeOf = (v: "20" | "22") => (v === "20" ? process.execPath : node22)
+const nodeVersion = (v: "20" | "22") => (v === "20" ? process.version : `v22 (test/bench)`)
+const knownPrograms: Record<string, Program> = {
+  "floor@20": { id: "floor@20", client: "floor", node: nodeOf("20"), nodeName: "20", label: "floor" },
+  "sw@20": { id: "sw@20", client: "sandboxWatch", node: nodeOf("20"), nodeName: "20", label: "sandbox-watch" },
+  "cn1@20": { id: "cn1@20", client: "clientNode", node: nodeOf("20"), nodeName: "20", peer: "client-node-1", label: "client-node 1.4.0" },
+  "floor@22": { id: "floor@22", client: "floor", node: nodeOf("22"), nodeName: "22", label: "floor" },
+  "sw@22": { id: "sw@22", client: "sandboxWatch", node: nodeOf("22"), nodeName: "22", label: "sandbox-watch" },
+  "cn2@22": { id: "cn2@22", client: "clientNode", node: nodeOf("22"), nodeName: "22", peer: "@kubernetes/client-node", label: "client-node 2.0.1" }
+}
+const requested = option("programs")?.split(",") ?? ["floor@22", "cn2@22", "sw@22", "floor@20", "sw@20"]
+const skipped: Array<string> = []
+const programs: Array<Program> = []
+for (const id of requested) {
+  const program = knownPrograms[id]
+  if (program === undefined) throw new Error(`unknown program ${id}; one of ${Object.keys(knownPrograms).join(", ")}`)
+  if (program.nodeName === "22" && !node22Available) skipped.push(`${id}: no Node 22 in test/bench (run \`npm ci --prefix test/bench\`)`)
+  else if (program.client === "clientNode" && !peerAvailable) skipped.push(`${id}: client-node not installed (run \`npm ci --prefix test/bench\`)`)
+  else programs.push(program)
+}
+
+/** One line of a scenario's table: a program, with the variant the scenario runs it in. */
+interface Entry {
+  readonly key: string
+  readonly program: Program
+  readonly label: string
+  readonly pageSize: number
+  readonly fanout?: Fanout
+}
+
+const entriesOf = (scenario: Scenario): Array<Entry> => {
+  const out: Array<Entry> = []
+  for (const program of programs) {
+    const base = { program, label: `${program.label} (Node ${program.nodeName})` }
+    // client-node's informer lists once, unpaged (its listFn is one call); the others page by 500.
+    const pageSize = program.client === "clientNode" ? 0 : 500
+    if (scenario === "fanout") {
+      if (program.client === "sandboxWatch") {
+        for (const fanout of ["none", "idle", "hot"] as const) {
+          const what = { none: "no subscriber", idle: `${idleSubscribers.toLocaleString("en")} idle subscribers`, hot: `${shape.hot} subscribers on the hot names` }[fanout]
+          out.push({ ...base, key: `${program.id}/${fanout}`, label: `${base.label}, ${what}`, pageSize, fanout })
+        }
+      } else if (program.client === "floor") out.push({ ...base, key: program.id, pageSize })
+      continue
+    }
+    out.push({ ...base, key: program.id, pageSize })
+    if (scenario === "sync" && program.client === "floor") {
+      out.push({ ...base, key: `${program.id}/unpaged`, label: `${base.label}, one unpaged list`, pageSize: 0 })
+    }
+  }
+  return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Children
+// ---------------------------------------------------------------------------------------------
+
+let runCounter = 0
+
+const runChild = (
+  entry: Entry,
+  scenario: Scenario,
+  url: string,
+  extraNodeArgs: ReadonlyArray<string> = []
+): Promise<ChildResult> => {
+  const namespace = `${modeOf(scenario)}-${process.pid}-${++runCounter}`
+  const params: ChildParams = {
+    client: entry.program.client,
+    scenario,
+    url,
+    namespace,
+    shape,
+    pageSize: entry.pageSize,
+    ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
+    ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer })
+  }
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      entry.program.node,
+      ["--expose-gc", ...extraNodeArgs, "--import", "tsx", "test/bench/child.ts", JSON.stringify(params)],
+      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "" } }
+    )
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`${entry.key} ${scenario}: no answer in ${childTimeoutMs} ms`))
+    }, childTimeoutMs)
+    child.on("error", reject)
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      const line = stdout.trim().split("\n").pop() ?? ""
+      if (code === 0 && line.startsWith("{")) return resolve(JSON.parse(line) as ChildResult)
+      const why = (stderr.trim() || stdout.trim()).split("\n").slice(0, 6).join(" / ")
+      reject(new Error(`${entry.key} ${scenario}: exit ${code}: ${why.slice(0, 600)}`))
+    })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+// ---------------------------------------------------------------------------------------------
+
+const median = (xs: ReadonlyArray<number>) => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  return s.length === 0 ? Number.NaN : s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+}
+const fmt = (x: number, digits = 0) =>
+  Number.isFinite(x) ? x.toLocaleString("en", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "—"
+const spread = (xs: ReadonlyArray<number>, digits = 0) =>
+  xs.length === 0 ? "—" : `${fmt(median(xs), digits)} (${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)})`
+
+type Results = Map<string, Array<Record<string, number>>>
+
+const figure = (results: Results, key: string, name: string) => (results.get(key) ?? []).map((f) => f[name] ?? Number.NaN)
+const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? a / b : Number.NaN)
+const verdict = (ok: boolean | undefined) => (ok === undefined ? "" : ok ? "✅" : "❌")
+
+interface Table {
+  readonly title: string
+  readonly lines: ReadonlyArray<string>
+}
+
+const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Results): Table => {
+  const floorOf = (e: Entry) => `floor@${e.program.nodeName}`
+  const row = (cells: ReadonlyArray<string>) => `| ${cells.join(" | ")} |`
+  const lines: Array<string> = []
+  const runs = (e: Entry) => (results.get(e.key) ?? []).length
+  switch (scenario) {
+    case "sync": {
+      lines.push(row(["program", "ms to synced, median (min–max)", "× floor", "target ≤ 1.1× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      for (const e of entries) {
+        const ms = figure(results, e.key, "ms")
+        const r = ratio(median(ms), median(figure(results, floorOf(e), "ms")))
+        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 1.1) : "", String(runs(e))]))
+      }
+      return { title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`, lines }
+    }
+    case "tp": {
+      lines.push(row(["program", "events/s, median (min–max)", "× floor", "target ≥ 1.0× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      for (const e of entries) {
+        const eps = figure(results, e.key, "eventsPerSec")
+        const r = ratio(median(eps), median(figure(results, floorOf(e), "eventsPerSec")))
+        lines.push(row([e.label, spread(eps), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r >= 1.0) : "", String(runs(e))]))
+      }
+      return { title: `2. Watch throughput, M = ${fmt(shape.m)} MODIFIED over ${fmt(shape.n)} names, to the last one cached (and told to its subscriber)`, lines }
+    }
+    case "heap": {
+      lines.push(row(["program", "heap bytes per cached object, median (min–max)", "× floor", "target ≤ 0.7× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      for (const e of entries) {
+        const b = figure(results, e.key, "perObject")
+        const r = ratio(median(b), median(figure(results, floorOf(e), "perObject")))
+        lines.push(row([e.label, spread(b), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 0.7) : "", String(runs(e))]))
+      }
+      return { title: `3. Heap per cached object after GC, N = ${fmt(shape.n)} (heapUsed after sync − before start)`, lines }
+    }
+    case "fanout": {
+      lines.push(row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "runs"]), "|---|---:|---:|:---:|---:|")
+      for (const e of entries) {
+        const eps = figure(results, e.key, "eventsPerSec")
+        const base = e.fanout === undefined ? Number.NaN : median(figure(results, `${e.program.id}/none`, "eventsPerSec"))
+        const r = ratio(median(eps), base)
+        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", String(runs(e))]))
+      }
+      return { title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`, lines }
+    }
+    case "storm": {
+      lines.push(
+        row(["program", "resumes/s", "heap growth MB, median (max)", "live fibers before → after", "subscriptions before → after", "target: < 2 MB, back to before", "runs"]),
+        "|---|---:|---:|---:|---:|:---:|---:|"
+      )
+      for (const e of entries) {
+        const growth = figure(results, e.key, "heapGrowthMB")
+        const fb = figure(results, e.key, "fibersBefore")
+        const fa = figure(results, e.key, "fibersAfter")
+        const sb = figure(results, e.key, "subsBefore")
+        const sa = figure(results, e.key, "subsAfter")
+        const isSw = e.program.client === "sandboxWatch"
+        const back = fb.every((b, i) => fa[i] === b) && sb.every((b, i) => sa[i] === b)
+        lines.push(
+          row([
+            e.label,
+            spread(figure(results, e.key, "reconnectsPerSec")),
+            growth.length === 0 ? "—" : `${fmt(median(growth), 2)} (${fmt(Math.max(...growth), 2)})`,
+            isSw ? `${fb.map((x) => fmt(x)).join(",")} → ${fa.map((x) => fmt(x)).join(",")}` : "",
+            isSw ? `${sb.map((x) => fmt(x)).join(",")} → ${sa.map((x) => fmt(x)).join(",")}` : "",
+            isSw && growth.length > 0 ? verdict(Math.max(...growth) < 2 && back) : "",
+            String(runs(e))
+          ])
+        )
+      }
+      return { title: `5. Reconnect storm: ${fmt(shape.storm)} watches each closed after one event and resumed; ${shape.hot} subscribers`, lines }
+    }
+    case "lat": {
+      lines.push(row(["program", "p50 ms", "p99 ms, median (worst)", "max ms", "events seen", "target p99 < 2 ms", "runs"]), "|---|---:|---:|---:|---:|:---:|---:|")
+      for (const e of entries) {
+        const p99 = figure(results, e.key, "p99")
+        lines.push(
+          row([
+            e.label,
+            fmt(median(figure(results, e.key, "p50")), 3),
+            p99.length === 0 ? "—" : `${fmt(median(p99), 3)} (${fmt(Math.max(...p99), 3)})`,
+            fmt(Math.max(...figure(results, e.key, "max")), 2),
+            fmt(median(figure(results, e.key, "samples"))),
+            e.program.client === "sandboxWatch" && p99.length > 0 ? verdict(Math.max(...p99) < 2) : "",
+            String(runs(e))
+          ])
+        )
+      }
+      return { title: `6. Tell latency at ${fmt(shape.latencyRate)} events/s over ${shape.hot} hot names: server write → subscriber runs (${fmt(shape.latencyEvents)} events)`, lines }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+const command = `npm run bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`
+
+const profileRun = async (spec: string) => {
+  const [programId, scenario] = spec.split(":") as [string, Scenario | undefined]
+  const program = knownPrograms[programId]
+  if (program === undefined || scenario === undefined || !allScenarios.includes(scenario)) {
+    throw new Error(`--profile <program>:<scenario>, e.g. sw@20:tp; programs ${Object.keys(knownPrograms).join(", ")}`)
+  }
+  const entries = (() => {
+    const saved = programs.splice(0, programs.length, program)
+    const es = entriesOf(scenario)
+    programs.splice(0, programs.length, ...saved)
+    return es
+  })()
+  const variant = option("variant")
+  const entry = entries.find((e) => variant === undefined || e.fanout === variant || e.key.endsWith(`/${variant}`)) ?? entries[0]!
+  const dir = Path.join(cacheDir, "profiles")
+  Fs.mkdirSync(dir, { recursive: true })
+  const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.cpuprofile`
+  const server = await Server.start(shape)
+  try {
+    const result = await runChild(entry, scenario, server.url, ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`])
+    console.log(`${entry.label}, ${scenario}: ${JSON.stringify(result.figures)}\n`)
+    console.log(markdown(Path.join(dir, name), Number(option("top") ?? "20")))
+  } finally {
+    await server.close()
+  }
+}
+
+const main = async () => {
+  const profile = option("profile")
+  if (profile !== undefined) return profileRun(profile)
+
+  const load = () => Os.loadavg().map((x) => x.toFixed(2)).join(" ")
+  const startedAt = new Date()
+  const header = [
+    `# sandbox-watch benchmarks`,
+    "",
+    `Reproduce: \`${command}\` (from the repository root; \`npm ci --prefix test/bench\` first for client-node and Node 22).`,
+    "",
+    `Machine: ${Os.cpus().length} × ${Os.cpus()[0]?.model ?? "cpu"}, ${(Os.totalmem() / 2 ** 30).toFixed(0)} GiB; Node 20 = ${nodeVersion("20")}, Node 22 = ${node22Available ? "the `node` package of test/bench" : "absent"}. Load average at start: ${load()}.`,
+    `Data: N = ${fmt(shape.n)} Sandboxes (~3.2 KB of JSON each, ~0.9 KB of it managedFields), M = ${fmt(shape.m)} events, ${rounds} rounds, each program in a fresh process per round, programs alternating.`
+  ]
+  console.log(header.join("\n"))
+  for (const s of skipped) console.log(`Skipped ${s}`)
+
+  const t0 = Date.now()
+  const server = await Server.start(shape)
+  for (const scenario of scenarios) if (scenario === "tp" || scenario === "lat") server.prepare(scenario)
+  if (scenarios.includes("fanout")) server.prepare("hot")
+  console.log(`Replay server at ${server.url}; data serialized in ${((Date.now() - t0) / 1000).toFixed(1)} s.\n`)
+
+  const tables: Array<Table> = []
+  const failures: Array<string> = []
+  const all: Record<string, Record<string, Array<Record<string, number>>>> = {}
+  try {
+    for (const scenario of scenarios) {
+      const entries = entriesOf(scenario)
+      const results: Results = new Map()
+      const failed = new Set<string>()
+      const notes: Array<string> = []
+      for (let r = 0; r < rounds; r++) {
+        const order = r % 2 === 0 ? entries : [...entries].reverse()
+        for (const entry of order) {
+          if (failed.has(entry.key)) continue
+          const began = Date.now()
+          try {
+            const result = await runChild(entry, scenario, server.url)
+            const list = results.get(entry.key) ?? []
+            list.push(result.figures)
+            results.set(entry.key, list)
+            if (result.note !== undefined) notes.push(`${entry.label}: ${result.note}`)
+            process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: ${JSON.stringify(result.figures)} (${((Date.now() - began) / 1000).toFixed(1)} s)\n`)
+          } catch (error) {
+            failed.add(entry.key)
+            const message = error instanceof Error ? error.message : String(error)
+            failures.push(message)
+            process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: FAILED ${message}\n`)
+          }
+        }
+      }
+      all[scenario] = Object.fromEntries(results)
+      const table = tableOf(scenario, entries, results)
+      tables.push(table)
+      console.log(`## ${table.title}\n\n${table.lines.join("\n")}\n`)
+      for (const note of notes) console.log(`- ${note}`)
+    }
+  } finally {
+    await server.close()
+  }
+  const footer = [
+    `Load average at end: ${load()}; wall time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,
+    ...failures.map((f) => `- FAILED ${f}`)
+  ]
+  console.log(footer.join("\n"))
+  Fs.mkdirSync(cacheDir, { recursive: true })
+  const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
+  const report = [header.join("\n"), ...skipped.map((s) => `Skipped ${s}`), "", ...tables.map((t) => `## ${t.title}\n\n${t.lines.join("\n")}\n`), footer.join("\n")].join("\n")
+  Fs.writeFileSync(Path.join(cacheDir, `bench-${stamp}.md`), report + "\n")
+  Fs.writeFileSync(Path.join(cacheDir, `bench-${stamp}.json`), JSON.stringify({ command, shape, rounds, results: all }, null, 2))
+  console.log(`\nWritten to ${Path.relative(root, Path.join(cacheDir, `bench-${stamp}.md`))} (and .json).`)
+  if (failures.length > 0) process.exitCode = 1
+}
+
+await main()
