@@ -15,7 +15,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Agent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
-import { bodyBroke, requestFailed, statusError, toStatus } from "./internal/httpFailure.ts"
+import { bodyBroke, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
@@ -196,7 +196,14 @@ const undecodable = (
   const metadata = isRecord(object) && isRecord(object.metadata) ? object.metadata : undefined
   const name = metadata?.name
   const resourceVersion = metadata?.resourceVersion
-  const problem = ParseResult.TreeFormatter.formatErrorSync(error)
+  // The array form names the path (`status.phase: Expected string, actual 5`); the tree form
+  // spends its first kilobyte restating the schema's type.
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // An optional field is `T | undefined`: each miss also reports "Expected undefined", noise.
+  const real = issues.filter((issue) => !issue.message.startsWith("Expected undefined,"))
+  const problem = (real.length > 0 ? real : issues)
+    .map((issue) => (issue.path.length === 0 ? issue.message : `${issue.path.map(String).join(".")}: ${issue.message}`))
+    .join("; ")
   return {
     type: "UNDECODABLE",
     eventType,
@@ -221,7 +228,8 @@ const toBookmark = (object: unknown): BookmarkEvent | undefined => {
   return { type: "BOOKMARK", resourceVersion: metadata.resourceVersion, annotations }
 }
 
-const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+/** An excerpt of what arrived, the credential scrubbed before the cut so no prefix of it shows. */
+const safeExcerpt = (text: string, secret: string | undefined): string => excerpt(scrub(text.slice(0, 2_000), secret))
 
 /**
  * Turns each line of a watch body into at most one event. Object events go through the caller's
@@ -229,10 +237,11 @@ const errorText = (error: unknown): string => (error instanceof Error ? error.me
  */
 const watchLines = <A extends HasMetadata>(
   decode: Decode<A>,
-  path: string
+  path: string,
+  secret: string | undefined
 ): LineHandler<WatchEvent<A>, KubeMalformedLineError | KubeLineTooLongError> => {
   const malformed = (what: string, line: string) =>
-    new KubeMalformedLineError({ path, message: `the watch GET ${path} ${what}`, excerpt: excerpt(line) })
+    new KubeMalformedLineError({ path, message: `the watch GET ${path} ${what}`, excerpt: safeExcerpt(line, secret) })
 
   const push = (parsed: unknown, line: string, out: Array<WatchEvent<A>>): KubeMalformedLineError | undefined => {
     if (!isRecord(parsed)) return malformed("sent a line that is not a JSON object", line)
@@ -275,9 +284,10 @@ const watchLines = <A extends HasMetadata>(
       let parsed: unknown
       try {
         parsed = JSON.parse(line)
-      } catch (error) {
+      } catch {
         if (line.trim() === "") return undefined
-        return malformed(`sent a line that is not JSON (${errorText(error)})`, line)
+        // Not the parser's message: it quotes the line, where the excerpt is already scrubbed.
+        return malformed("sent a line that is not JSON", line)
       }
       return push(parsed, line, out)
     },
@@ -308,17 +318,23 @@ const watchLines = <A extends HasMetadata>(
 const toListPage = <A extends HasMetadata>(
   text: string,
   decode: Decode<A>,
-  path: string
+  path: string,
+  secret: string | undefined
 ): Either.Either<ListPage<A>, KubeMalformedBodyError> => {
   const malformed = (what: string) =>
     Either.left(
-      new KubeMalformedBodyError({ method: "GET", path, message: `GET ${path} answered 2xx with ${what}`, excerpt: excerpt(text) })
+      new KubeMalformedBodyError({
+        method: "GET",
+        path,
+        message: `GET ${path} answered 2xx with ${what}`,
+        excerpt: safeExcerpt(text, secret)
+      })
     )
   let body: unknown
   try {
     body = JSON.parse(text)
-  } catch (error) {
-    return malformed(`a body that is not JSON (${errorText(error)})`)
+  } catch {
+    return malformed("a body that is not JSON")
   }
   if (!isRecord(body)) return malformed("a body that is not a JSON object")
   const rawItems = body.items
@@ -457,18 +473,19 @@ const makeService = (
     Effect.suspend(() =>
       send(method, path, body === undefined ? undefined : { text: JSON.stringify(body), contentType })
     ).pipe(
-      Effect.flatMap((sent) => readText(method, path, sent)),
-      Effect.flatMap((text) =>
-        Effect.try({
-          try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
-          catch: (error) =>
-            new KubeMalformedBodyError({
-              method,
-              path,
-              message: `${method} ${path} answered 2xx with a body that is not JSON (${errorText(error)})`,
-              excerpt: excerpt(text)
-            })
-        })
+      Effect.flatMap((sent) =>
+        Effect.flatMap(readText(method, path, sent), (text) =>
+          Effect.try({
+            try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
+            catch: () =>
+              new KubeMalformedBodyError({
+                method,
+                path,
+                message: `${method} ${path} answered 2xx with a body that is not JSON`,
+                excerpt: safeExcerpt(text, sent.secret)
+              })
+          })
+        )
       )
     )
 
@@ -478,9 +495,8 @@ const makeService = (
     options: ListOptions
   ): Effect.Effect<ListPage<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
-    return send("GET", path).pipe(
-      Effect.flatMap((sent) => readText("GET", path, sent)),
-      Effect.flatMap((text) => toListPage(text, decode, path))
+    return Effect.flatMap(send("GET", path), (sent) =>
+      Effect.flatMap(readText("GET", path, sent), (text) => toListPage(text, decode, path, sent.secret))
     )
   }
 
@@ -540,7 +556,7 @@ const makeService = (
     options: WatchOptions = {}
   ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
-    const lines = watchLines(Schema.decodeUnknownEither(schema), path)
+    const decode = Schema.decodeUnknownEither(schema)
     return Stream.unwrap(
       Effect.map(send("GET", path), (sent) =>
         sent.response.stream.pipe(
@@ -548,7 +564,7 @@ const makeService = (
           Stream.mapError((error) =>
             bodyBroke({ method: "GET", path, server, cause: error.cause ?? error.reason, secret: sent.secret })
           ),
-          decodeLines(maxLineBytes, lines)
+          decodeLines(maxLineBytes, watchLines(decode, path, sent.secret))
         )
       )
     ).pipe(

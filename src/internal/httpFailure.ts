@@ -146,14 +146,15 @@ export const statusError = (options: {
     shown = ""
   } else if (parsed !== undefined) {
     what = "a JSON body"
-    shown = excerpt(body)
+    shown = excerpt(scrub(body.slice(0, 2_000), secret))
   } else if (contentType.includes("html") || /^\s*<(!doctype|html|head|body|title|center|h1)\b/i.test(body)) {
     what = "an HTML page"
-    shown = excerpt(htmlText(body))
+    shown = excerpt(scrub(htmlText(body), secret))
   } else {
     what = "a plain-text body"
-    shown = excerpt(body)
+    shown = excerpt(scrub(body.slice(0, 2_000), secret))
   }
+  // Scrubbed before the cut as well as after, so not even a prefix of the credential shows.
   shown = scrub(shown, secret)
   const message =
     `${method} ${path} answered ${code} with ${what}, not a Kubernetes Status` + (shown === "" ? "" : `: "${shown}"`)

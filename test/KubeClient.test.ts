@@ -1,0 +1,803 @@
+/**
+ * KubeClient against a tiny loopback server that writes exactly the bytes each test asks for: the
+ * apiserver's wire (captured from v1.20.2), its failure shapes, and what proxies and broken
+ * connections do instead.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Either, Exit, Fiber, Layer, Option, Queue, Redacted, Ref, Stream, TestClock, Tracer } from "effect"
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, readFileSync } from "node:fs"
+import * as http from "node:http"
+import * as https from "node:https"
+import type { AddressInfo } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as KubeClient from "../src/KubeClient.ts"
+import * as KubeConfig from "../src/KubeConfig.ts"
+import * as KubeError from "../src/KubeError.ts"
+import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import type { WatchEvent } from "../src/WatchEvent.ts"
+
+const Token = "s3cr3t-token-0123456789abcdef"
+const Collection = "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes"
+
+// -------------------------------------------------------------------------------------------------
+// The fixture server
+// -------------------------------------------------------------------------------------------------
+
+interface Seen {
+  readonly method: string
+  readonly path: string
+  readonly query: Record<string, string>
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+  /** Resolves when the connection closed before the response was finished: the client gave up. */
+  readonly abandoned: Promise<void>
+}
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, seen: Seen, index: number) => unknown
+
+interface Fixture {
+  readonly url: string
+  readonly seen: Array<Seen>
+}
+
+const listen = (server: http.Server, scheme: "http" | "https") =>
+  Effect.acquireRelease(
+    Effect.async<string>((resume) => {
+      server.listen(0, "127.0.0.1", () => {
+        resume(Effect.succeed(`${scheme}://127.0.0.1:${(server.address() as AddressInfo).port}`))
+      })
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+const attach = (server: http.Server, handler: Handler, seen: Array<Seen>) =>
+  server.on("request", (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.on("end", () => {
+      const url = new URL(req.url ?? "/", "http://fixture")
+      const abandoned = new Promise<void>((resolve) =>
+        res.once("close", () => {
+          if (!res.writableFinished) resolve()
+        })
+      )
+      const entry: Seen = {
+        method: req.method ?? "",
+        path: url.pathname,
+        query: Object.fromEntries(url.searchParams),
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+        abandoned
+      }
+      seen.push(entry)
+      void Promise.resolve(handler(req, res, entry, seen.length - 1)).catch((error: unknown) => {
+        res.destroy(error instanceof Error ? error : new Error(String(error)))
+      })
+    })
+  })
+
+/** A loopback HTTP server for one test, closed with the test's scope. */
+const fixture = (handler: Handler): Effect.Effect<Fixture, never, import("effect").Scope.Scope> =>
+  Effect.gen(function*() {
+    const seen: Array<Seen> = []
+    const server = http.createServer()
+    attach(server, handler, seen)
+    const url = yield* listen(server, "http")
+    return { url, seen }
+  })
+
+const sendJson = (res: http.ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(code, { "content-type": "application/json", ...headers })
+  res.end(JSON.stringify(body))
+}
+
+const sendText = (res: http.ServerResponse, code: number, contentType: string, body: string, headers: Record<string, string> = {}) => {
+  res.writeHead(code, { "content-type": contentType, ...headers })
+  res.end(body)
+}
+
+/** A gate a handler waits on, opened by the test once it has seen what came before. */
+const makeGate = () => {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { open: Effect.sync(() => open()), opened }
+}
+
+const sandbox = (name: string, resourceVersion: string, phase: unknown = "Ready") => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace: "ns", resourceVersion, managedFields: [{ manager: "x" }] },
+  status: { phase }
+})
+
+/** What the Sandbox schema keeps of `sandbox(...)`. */
+const decoded = (name: string, resourceVersion: string, phase = "Ready") => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace: "ns", resourceVersion },
+  status: { phase }
+})
+
+const line = (event: unknown) => `${JSON.stringify(event)}\n`
+
+const clientFor = (server: string, options?: KubeClient.KubeClientOptions) =>
+  KubeClient.make(options).pipe(Effect.provide(KubeConfig.layerStatic({ server, token: Token })))
+
+const failure = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.either(effect), (result) =>
+    Either.isLeft(result) ? Effect.succeed(result.left) : Effect.dieMessage(`expected a failure, got ${JSON.stringify(result.right)}`)
+  )
+
+const watchFailure = <A, E>(stream: Stream.Stream<A, E>) =>
+  Effect.gen(function*() {
+    const events: Array<A> = []
+    const error = yield* failure(Stream.runForEach(stream, (event) => Effect.sync(() => events.push(event))))
+    return { events, error }
+  })
+
+const expectStatusError = (error: KubeError.KubeClientError): KubeError.KubeStatusError => {
+  expect(error._tag).toBe("KubeStatusError")
+  return error as KubeError.KubeStatusError
+}
+
+// -------------------------------------------------------------------------------------------------
+// list and listAll
+// -------------------------------------------------------------------------------------------------
+
+describe("KubeClient.list", () => {
+  it.scoped("sends every option, the token and accept: json, and decodes the page", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 200, {
+          kind: "SandboxList",
+          apiVersion: "jr2.dev/v1alpha1",
+          metadata: { resourceVersion: "42", continue: "next-token", remainingItemCount: 3 },
+          items: [sandbox("a", "40"), sandbox("bad", "41", 5), sandbox("b", "42", "Pending")]
+        })
+      )
+      const client = yield* clientFor(fx.url)
+      const page = yield* client.list(SandboxResource, Sandbox, {
+        namespace: "ns",
+        labelSelector: "jr2.dev/run",
+        fieldSelector: "metadata.name=a",
+        limit: 3,
+        continue: "prev-token",
+        resourceVersion: "0",
+        resourceVersionMatch: "NotOlderThan"
+      })
+      expect(fx.seen.map((s) => [s.method, s.path, s.query])).toEqual([
+        [
+          "GET",
+          Collection,
+          {
+            labelSelector: "jr2.dev/run",
+            fieldSelector: "metadata.name=a",
+            limit: "3",
+            continue: "prev-token",
+            resourceVersion: "0",
+            resourceVersionMatch: "NotOlderThan"
+          }
+        ]
+      ])
+      expect(fx.seen[0]?.headers.authorization).toBe(`Bearer ${Token}`)
+      expect(fx.seen[0]?.headers.accept).toBe("application/json")
+      expect(page.items).toEqual([decoded("a", "40"), decoded("b", "42", "Pending")])
+      expect(page.resourceVersion).toBe("42")
+      expect(page.continue).toEqual(Option.some("next-token"))
+      expect(page.remainingItemCount).toEqual(Option.some(3))
+      expect(page.undecodable).toHaveLength(1)
+      const bad = page.undecodable[0]!
+      expect([bad.type, bad.eventType, bad.name, bad.resourceVersion]).toEqual(["UNDECODABLE", "ADDED", "bad", "41"])
+      expect(bad.problem).toBe("status.phase: Expected string, actual 5")
+    }))
+
+  it.scoped("reads the last page's empty continue as none, and lists cluster-wide without a namespace", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 200, { metadata: { resourceVersion: "7", continue: "" }, items: [] })
+      )
+      const client = yield* clientFor(fx.url)
+      const page = yield* client.list(SandboxResource, Sandbox)
+      expect(fx.seen.map((s) => [s.path, s.query])).toEqual([["/apis/jr2.dev/v1alpha1/sandboxes", {}]])
+      expect(page).toEqual({
+        items: [],
+        undecodable: [],
+        resourceVersion: "7",
+        continue: Option.none(),
+        remainingItemCount: Option.none()
+      })
+    }))
+
+  it.scoped("fails with KubeMalformedBodyError on a 200 that is not a list", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => sendText(res, 200, "text/plain", "hello, world"))
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeMalformedBodyError")
+      expect(error).toMatchObject({ method: "GET", path: Collection, excerpt: "hello, world" })
+    }))
+})
+
+describe("KubeClient.listAll", () => {
+  it.scoped("follows continue tokens and keeps the first page's resourceVersion", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res, seen) => {
+        const pages: Record<string, unknown> = {
+          "": { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] },
+          c1: { metadata: { resourceVersion: "101", continue: "c2" }, items: [sandbox("b", "2"), sandbox("x", "3", 0)] },
+          c2: { metadata: { resourceVersion: "102", continue: "" }, items: [sandbox("c", "4")] }
+        }
+        sendJson(res, 200, pages[seen.query.continue ?? ""])
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 2, labelSelector: "l" })
+      expect(fx.seen.map((s) => s.query)).toEqual([
+        { labelSelector: "l", limit: "2" },
+        { labelSelector: "l", limit: "2", continue: "c1" },
+        { labelSelector: "l", limit: "2", continue: "c2" }
+      ])
+      expect(all.items).toEqual([decoded("a", "1"), decoded("b", "2"), decoded("c", "4")])
+      expect(all.undecodable.map((u) => u.name)).toEqual(["x"])
+      expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["100", 3, 0])
+    }))
+
+  it.scoped("starts over in one piece when a continue token has expired (410), counting the restart", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res, _seen, index) => {
+        if (index === 0) return sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] })
+        if (index === 1) {
+          return sendJson(res, 410, {
+            kind: "Status",
+            apiVersion: "v1",
+            metadata: {},
+            status: "Failure",
+            message: "The provided continue parameter is too old to display a consistent list result.",
+            reason: "Expired",
+            code: 410
+          })
+        }
+        return sendJson(res, 200, {
+          metadata: { resourceVersion: "200", continue: "" },
+          items: [sandbox("a", "150"), sandbox("b", "160")]
+        })
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1, resourceVersion: "0" })
+      expect(fx.seen.map((s) => s.query)).toEqual([
+        { limit: "1", resourceVersion: "0" },
+        { limit: "1", continue: "c1", resourceVersion: "0" },
+        { resourceVersion: "0" }
+      ])
+      expect(all.items).toEqual([decoded("a", "150"), decoded("b", "160")])
+      expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["200", 1, 1])
+    }))
+
+  it.scoped("fails on a 410 for the first page: that is the resourceVersion, not a token", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 410, { kind: "Status", status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.listAll(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "1" }))
+      expect(KubeError.isExpired(error)).toBe(true)
+      expect(fx.seen).toHaveLength(1)
+    }))
+})
+
+// -------------------------------------------------------------------------------------------------
+// Failure shapes
+// -------------------------------------------------------------------------------------------------
+
+describe("KubeClient failures", () => {
+  it.scoped("a too-large resourceVersion (504 Timeout with the cause) is recognised, with its retry-after", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 504, {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: "Timeout: Too large resource version: 999999, current: 186",
+          reason: "Timeout",
+          details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 },
+          code: 504
+        })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "999999" }))
+      const status = expectStatusError(error)
+      expect([status.code, status.reason, status.method, status.path]).toEqual([504, "Timeout", "GET", `${Collection}?resourceVersion=999999`])
+      expect(status.causes).toEqual([{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }])
+      expect(status.message).toBe(
+        `GET ${Collection}?resourceVersion=999999 answered 504 Timeout: Timeout: Too large resource version: 999999, current: 186`
+      )
+      expect(KubeError.isTooLargeResourceVersion(error)).toBe(true)
+      expect(KubeError.isExpired(error)).toBe(false)
+      expect(KubeError.retryAfter(error)).toEqual(Option.some(Duration.seconds(1)))
+      expect(status.bodyExcerpt).toEqual(Option.none())
+    }))
+
+  it.scoped("401 invalidates the cached credential, and the next request reads a fresh one", () =>
+    Effect.gen(function*() {
+      const invalidations = yield* Ref.make(0)
+      const fx = yield* fixture((_req, res, _seen, index) =>
+        index === 0
+          ? sendJson(res, 401, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "Unauthorized", reason: "Unauthorized", code: 401 })
+          : sendJson(res, 200, { metadata: { resourceVersion: "1" }, items: [] })
+      )
+      const connection = Layer.succeed(KubeConfig.KubeConfig, {
+        server: fx.url,
+        namespace: Option.none(),
+        tls: {
+          ca: Option.none(),
+          clientCertificate: Option.none(),
+          clientKey: Option.none(),
+          insecureSkipTlsVerify: false,
+          serverName: Option.none()
+        },
+        authorization: Effect.map(Ref.get(invalidations), (n) => Option.some(Redacted.make(`Bearer token-generation-${n}`))),
+        invalidate: Ref.update(invalidations, (n) => n + 1),
+        source: "test"
+      })
+      const client = yield* KubeClient.make().pipe(Effect.provide(connection))
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(KubeError.isUnauthorized(error)).toBe(true)
+      expect(expectStatusError(error).reason).toBe("Unauthorized")
+      expect(yield* Ref.get(invalidations)).toBe(1)
+      yield* client.list(SandboxResource, Sandbox, { namespace: "ns" })
+      expect(fx.seen.map((s) => s.headers.authorization)).toEqual(["Bearer token-generation-0", "Bearer token-generation-1"])
+      expect(yield* Ref.get(invalidations)).toBe(1)
+    }))
+
+  it.scoped("403 names the group and kind", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 403, {
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: 'sandboxes.jr2.dev is forbidden: User "system:serviceaccount:ns:default" cannot list resource "sandboxes"',
+          reason: "Forbidden",
+          details: { group: "jr2.dev", kind: "sandboxes" },
+          code: 403
+        })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      const status = expectStatusError(error)
+      expect(KubeError.isForbidden(error)).toBe(true)
+      expect(KubeError.isUnauthorized(error)).toBe(false)
+      expect([status.group, status.kind, status.reason]).toEqual([Option.some("jr2.dev"), Option.some("sandboxes"), "Forbidden"])
+    }))
+
+  it.scoped("429 as a Status takes details.retryAfterSeconds over the header", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(
+          res,
+          429,
+          { kind: "Status", status: "Failure", message: "Too many requests, please try again later.", reason: "TooManyRequests", details: { retryAfterSeconds: 3 }, code: 429 },
+          { "retry-after": "5" }
+        )
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(KubeError.isTooManyRequests(error)).toBe(true)
+      expect(expectStatusError(error).reason).toBe("TooManyRequests")
+      expect(KubeError.retryAfter(error)).toEqual(Option.some(Duration.seconds(3)))
+    }))
+
+  it.scoped("429 as plain text keeps an excerpt and reads Retry-After in seconds", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendText(res, 429, "text/plain; charset=utf-8", "Too many requests, please try again later.\n", { "retry-after": "7" })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      const status = expectStatusError(error)
+      expect(KubeError.isTooManyRequests(error)).toBe(true)
+      expect([status.code, status.reason, status.causes]).toEqual([429, "", []])
+      expect(status.bodyExcerpt).toEqual(Option.some("Too many requests, please try again later."))
+      expect(status.retryAfterSeconds).toEqual(Option.some(7))
+      expect(status.message).toBe(
+        `GET ${Collection} answered 429 with a plain-text body, not a Kubernetes Status: "Too many requests, please try again later."`
+      )
+    }))
+
+  it.scoped("reads a Retry-After HTTP-date against the clock", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.UTC(2025, 0, 1, 0, 0, 0))
+      const fx = yield* fixture((_req, res) =>
+        sendText(res, 503, "text/plain", "overloaded", { "retry-after": "Wed, 01 Jan 2025 00:02:00 GMT" })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(expectStatusError(error).retryAfterSeconds).toEqual(Option.some(120))
+    }))
+
+  it.scoped("a proxy's HTML 502 page says so, with the page's title", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendText(
+          res,
+          502,
+          "text/html",
+          "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+        )
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      const status = expectStatusError(error)
+      expect(status.message).toBe(`GET ${Collection} answered 502 with an HTML page, not a Kubernetes Status: "502 Bad Gateway"`)
+      expect([status.code, status.reason, status.bodyExcerpt]).toEqual([502, "", Option.some("502 Bad Gateway")])
+      expect(KubeError.isExpired(error) || KubeError.isTooManyRequests(error) || KubeError.isForbidden(error)).toBe(false)
+    }))
+
+  it.scoped("caps a long non-Status body's excerpt at 200 characters, whitespace collapsed", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => sendText(res, 500, "text/plain", `oops\n\n   ${"z".repeat(5000)}`))
+      const client = yield* clientFor(fx.url)
+      const status = expectStatusError(yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      const shown = Option.getOrThrow(status.bodyExcerpt)
+      expect(shown.length).toBe(200)
+      expect(shown.startsWith("oops zzz")).toBe(true)
+    }))
+
+  it.scoped("a refused connection is a KubeTransportError naming the server and the cause", () =>
+    Effect.gen(function*() {
+      // A port that was free a moment ago and is closed now.
+      const server = http.createServer()
+      const url = yield* Effect.scoped(listen(server, "http"))
+      const port = new URL(url).port
+      const client = yield* clientFor(url)
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toBe(`GET ${Collection} to ${url} got no answer: connect ECONNREFUSED 127.0.0.1:${port}`)
+      const streamed = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(streamed.events).toEqual([])
+      expect(streamed.error._tag).toBe("KubeTransportError")
+    }))
+
+  it.scoped("no error, message or field ever carries the bearer token, even when a server echoes it", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((req, res, seen) => {
+        const echoed = `${req.headers.authorization}`
+        switch (seen.path.split("/").pop()) {
+          case "plain":
+            return sendText(res, 500, "text/plain", `bad header: ${echoed}`)
+          case "status":
+            return sendJson(res, 401, { kind: "Status", message: `token ${echoed} is not valid`, reason: "Unauthorized", code: 401 })
+          case "html":
+            return sendText(res, 502, "text/html", `<html><title>${echoed}</title></html>`)
+          default:
+            res.writeHead(200, { "content-type": "application/json" })
+            return res.end(`not json ${echoed}\n`)
+        }
+      })
+      const client = yield* clientFor(fx.url)
+      const resource = { group: "", version: "v1", plural: "x", namespaced: false }
+      const errors: Array<KubeError.KubeClientError> = [
+        yield* failure(client.get(resource, undefined, "plain")),
+        yield* failure(client.get(resource, undefined, "status")),
+        yield* failure(client.get(resource, undefined, "html")),
+        (yield* watchFailure(client.watch(resource, Sandbox))).error
+      ]
+      // Each server did echo it: the test would pass for the wrong reason otherwise.
+      expect(fx.seen.map((s) => s.headers.authorization)).toEqual(Array(4).fill(`Bearer ${Token}`))
+      expect(errors.map((e) => e._tag)).toEqual(["KubeStatusError", "KubeStatusError", "KubeStatusError", "KubeMalformedLineError"])
+      for (const error of errors) {
+        expect(JSON.stringify(error)).toContain("[redacted]")
+        expect(JSON.stringify(error)).not.toContain(Token)
+        expect(String(error)).not.toContain(Token)
+        expect(Object.values(error).map(String).join(" ")).not.toContain(Token)
+      }
+    }))
+})
+
+// -------------------------------------------------------------------------------------------------
+// watch
+// -------------------------------------------------------------------------------------------------
+
+const bookmarkLine = (rv: string, annotations?: Record<string, string>) =>
+  line({
+    type: "BOOKMARK",
+    object: { apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { resourceVersion: rv, ...(annotations ? { annotations } : {}) } }
+  })
+
+describe("KubeClient.watch", () => {
+  it.scoped("sends every option in the query string", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => sendText(res, 200, "application/json", ""))
+      const client = yield* clientFor(fx.url)
+      const events = yield* Stream.runCollect(
+        client.watch(SandboxResource, Sandbox, {
+          namespace: "ns",
+          labelSelector: "jr2.dev/run",
+          fieldSelector: "metadata.name=a",
+          resourceVersion: "186",
+          allowWatchBookmarks: true,
+          timeoutSeconds: 240,
+          sendInitialEvents: true,
+          resourceVersionMatch: "NotOlderThan"
+        })
+      )
+      expect(Chunk.toReadonlyArray(events)).toEqual([])
+      expect(fx.seen.map((s) => [s.method, s.path, s.query, s.headers.authorization])).toEqual([
+        [
+          "GET",
+          Collection,
+          {
+            watch: "1",
+            labelSelector: "jr2.dev/run",
+            fieldSelector: "metadata.name=a",
+            resourceVersion: "186",
+            resourceVersionMatch: "NotOlderThan",
+            allowWatchBookmarks: "true",
+            sendInitialEvents: "true",
+            timeoutSeconds: "240"
+          },
+          `Bearer ${Token}`
+        ]
+      ])
+    }))
+
+  it.scoped("decodes every event type; a bookmark needs no name; a misfit is UNDECODABLE, not a failure", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(line({ type: "ADDED", object: sandbox("a", "10", "Pending") }))
+        res.write(line({ type: "MODIFIED", object: sandbox("a", "11") }) + line({ type: "MODIFIED", object: sandbox("b", "12", { no: 1 }) }))
+        res.write(bookmarkLine("13", { "k8s.io/initial-events-end": "true", odd: 5 as unknown as string }))
+        res.write(line({ type: "DELETED", object: sandbox("a", "14") }))
+        res.write(bookmarkLine("186"))
+        res.end(
+          line({
+            type: "ERROR",
+            object: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 }
+          })
+        )
+      })
+      const client = yield* clientFor(fx.url)
+      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" })))
+      expect(events.map((e) => e.type)).toEqual(["ADDED", "MODIFIED", "UNDECODABLE", "BOOKMARK", "DELETED", "BOOKMARK", "ERROR"])
+      expect(events[0]).toEqual({ type: "ADDED", object: decoded("a", "10", "Pending"), name: "a", resourceVersion: "10" })
+      expect(events[1]).toEqual({ type: "MODIFIED", object: decoded("a", "11"), name: "a", resourceVersion: "11" })
+      expect(events[2]).toMatchObject({ type: "UNDECODABLE", eventType: "MODIFIED", name: "b", resourceVersion: "12" })
+      expect((events[2] as Extract<WatchEvent<Sandbox>, { type: "UNDECODABLE" }>).problem).toBe('status.phase: Expected string, actual {"no":1}')
+      expect(events[3]).toEqual({ type: "BOOKMARK", resourceVersion: "13", annotations: { "k8s.io/initial-events-end": "true" } })
+      expect(events[4]).toEqual({ type: "DELETED", object: decoded("a", "14"), name: "a", resourceVersion: "14" })
+      expect(events[5]).toEqual({ type: "BOOKMARK", resourceVersion: "186", annotations: {} })
+      expect(events[6]).toEqual({
+        type: "ERROR",
+        status: { kind: "Status", apiVersion: "v1", status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 }
+      })
+    }))
+
+  it.scoped("fails before any event when the watch itself is refused (non-2xx)", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 403, { kind: "Status", status: "Failure", message: "forbidden", reason: "Forbidden", details: { group: "jr2.dev", kind: "sandboxes" }, code: 403 })
+      )
+      const client = yield* clientFor(fx.url)
+      const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(events).toEqual([])
+      expect(KubeError.isForbidden(error)).toBe(true)
+      expect(expectStatusError(error).path).toBe(`${Collection}?watch=1`)
+    }))
+
+  it.scoped("keeps a character split across two network chunks whole (é and an emoji)", () =>
+    Effect.gen(function*() {
+      const gate = makeGate()
+      const payload = Buffer.from(line({ type: "ADDED", object: sandbox("café-🦀", "20") }))
+      const cut = payload.indexOf(Buffer.from("é")) + 1
+      const fx = yield* fixture(async (_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(Buffer.concat([Buffer.from(bookmarkLine("19")), payload.subarray(0, cut)]))
+        await gate.opened
+        // The emoji split too: its first two bytes now, the rest with the bookmark after it.
+        const emoji = payload.indexOf(Buffer.from("🦀")) + 2
+        res.write(payload.subarray(cut, emoji))
+        res.end(Buffer.concat([payload.subarray(emoji), Buffer.from(bookmarkLine("21"))]))
+      })
+      const client = yield* clientFor(fx.url)
+      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
+      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
+        Stream.runForEach((event) => Queue.offer(queue, event)),
+        Effect.fork
+      )
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "19", annotations: {} })
+      yield* gate.open
+      expect(yield* Fiber.join(fiber)).toBeUndefined()
+      const rest = Chunk.toReadonlyArray(yield* Queue.takeAll(queue))
+      expect(rest).toEqual([
+        { type: "ADDED", object: decoded("café-🦀", "20"), name: "café-🦀", resourceVersion: "20" },
+        { type: "BOOKMARK", resourceVersion: "21", annotations: {} }
+      ])
+    }))
+
+  it.scoped("refuses a line longer than the cap with KubeLineTooLongError", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1"))
+        res.write(line({ type: "ADDED", object: { ...sandbox("big", "2"), spec: { pad: "p".repeat(500) } } }))
+        res.end(bookmarkLine("3"))
+      })
+      const client = yield* clientFor(fx.url, { maxLineBytes: 256 })
+      const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+      expect(error._tag).toBe("KubeLineTooLongError")
+      expect(error).toMatchObject({ limitBytes: 256, path: `${Collection}?watch=1` })
+    }))
+
+  it.scoped("fails a malformed line with KubeMalformedLineError and a short excerpt", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(bookmarkLine("1") + `<html>${"garbage ".repeat(100)}</html>\n` + bookmarkLine("2"))
+      })
+      const client = yield* clientFor(fx.url)
+      const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+      expect(error._tag).toBe("KubeMalformedLineError")
+      const malformed = error as KubeError.KubeMalformedLineError
+      expect(malformed.excerpt.length).toBeLessThanOrEqual(200)
+      expect(malformed.excerpt.startsWith("<html>garbage garbage")).toBe(true)
+      expect(malformed.message).toContain(`the watch GET ${Collection}?watch=1 sent a line that is not JSON`)
+    }))
+
+  it.scoped("fails a line of an unknown event type", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => sendText(res, 200, "application/json", line({ type: "UPSERTED", object: {} })))
+      const client = yield* clientFor(fx.url)
+      const { error } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeMalformedLineError")
+      expect(error.message).toContain('unknown type "UPSERTED"')
+    }))
+
+  it.scoped("fails a body that ends in the middle of a line, after the events before it", () =>
+    Effect.gen(function*() {
+      const body = bookmarkLine("1") + '{"type":"ADDED","object":{"metadata":{"na'
+      const fx = yield* fixture((_req, res) => {
+        // A complete HTTP body (Content-Length) whose last line is cut short.
+        res.writeHead(200, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) })
+        res.end(body)
+      })
+      const client = yield* clientFor(fx.url)
+      const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+      expect(error._tag).toBe("KubeMalformedLineError")
+      expect(error.message).toContain("ended in the middle of a line")
+      expect((error as KubeError.KubeMalformedLineError).excerpt).toBe('{"type":"ADDED","object":{"metadata":{"na')
+    }))
+
+  it.scoped("accepts a last event that lacks only its newline", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => sendText(res, 200, "application/json", bookmarkLine("1").trimEnd()))
+      const client = yield* clientFor(fx.url)
+      const events = yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(Chunk.toReadonlyArray(events)).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+    }))
+
+  it.scoped("a connection reset mid-line is a KubeTransportError, not a parse error of half a line", () =>
+    Effect.gen(function*() {
+      const gate = makeGate()
+      const fx = yield* fixture(async (req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1") + '{"type":"ADDED","object":{"metad')
+        await gate.opened
+        req.socket.resetAndDestroy()
+      })
+      const client = yield* clientFor(fx.url)
+      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
+      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
+        Stream.runForEach((event) => Queue.offer(queue, event)),
+        Effect.fork
+      )
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
+      yield* gate.open
+      const exit = yield* Fiber.await(fiber)
+      expect(Exit.isFailure(exit)).toBe(true)
+      const error = yield* failure(exit)
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toMatch(new RegExp(`^the answer to GET ${Collection}\\?watch=1 from ${fx.url} broke off mid-body: `))
+      expect(yield* Queue.size(queue)).toBe(0)
+    }))
+
+  it.scoped("interrupting the consumer aborts the request: the server sees the connection close", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1")) // and never ends
+      })
+      const client = yield* clientFor(fx.url)
+      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
+      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
+        Stream.runForEach((event) => Queue.offer(queue, event)),
+        Effect.fork
+      )
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
+      yield* Fiber.interrupt(fiber)
+      // Resolves only when the server's response closed unfinished: the client hung up.
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+      expect(fx.seen).toHaveLength(1)
+    }))
+
+  it.scoped("opens a span per watch and list with the resource, namespace and resourceVersion", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((req, res) =>
+        req.url?.includes("watch=1")
+          ? sendText(res, 200, "application/json", "")
+          : sendJson(res, 200, { metadata: { resourceVersion: "5" }, items: [] })
+      )
+      const spans: Array<Tracer.Span> = []
+      const native = yield* Effect.tracer
+      const tracer = Tracer.make({
+        span: (...args) => {
+          const span = native.span(...args)
+          spans.push(span)
+          return span
+        },
+        context: (f, fiber) => native.context(f, fiber)
+      })
+      const client = yield* clientFor(fx.url)
+      yield* client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "0" }).pipe(Effect.withTracer(tracer))
+      yield* Stream.runDrain(client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "5" })).pipe(
+        Effect.withTracer(tracer)
+      )
+      const ours = spans.filter((s) => s.name.startsWith("KubeClient."))
+      expect(ours.map((s) => [s.name, Object.fromEntries(s.attributes)])).toEqual([
+        ["KubeClient.list", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "0" }],
+        ["KubeClient.watch", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "5" }]
+      ])
+    }))
+})
+
+// -------------------------------------------------------------------------------------------------
+// Writes, through the layer
+// -------------------------------------------------------------------------------------------------
+
+describe("KubeClient writes", () => {
+  it.scoped("get, create, replace (status), mergePatch and delete send JSON and return what came back", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((req, res, seen) =>
+        sendJson(res, req.method === "POST" ? 201 : 200, { echo: seen.method, body: seen.body === "" ? null : JSON.parse(seen.body) })
+      )
+      const object = sandbox("a", "1")
+      // Through the layer: the client lives in the layer's scope, around the requests.
+      const results = yield* Effect.gen(function*() {
+        const client = yield* KubeClient.KubeClient
+        return [
+        yield* client.get(SandboxResource, "ns", "a"),
+        yield* client.create(SandboxResource, "ns", object),
+        yield* client.replace(SandboxResource, "ns", "a", object),
+        yield* client.replace(SandboxResource, "ns", "a", object, { subresource: "status" }),
+        yield* client.mergePatch(SandboxResource, "ns", "a", { metadata: { labels: { x: "y" } } }),
+        yield* client.delete(SandboxResource, "ns", "a")
+      ]
+      }).pipe(Effect.provide(KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: fx.url, token: Token })))))
+      expect(fx.seen.map((s) => [s.method, s.path, s.headers["content-type"] ?? null])).toEqual([
+        ["GET", `${Collection}/a`, null],
+        ["POST", Collection, "application/json"],
+        ["PUT", `${Collection}/a`, "application/json"],
+        ["PUT", `${Collection}/a/status`, "application/json"],
+        ["PATCH", `${Collection}/a`, "application/merge-patch+json"],
+        ["DELETE", `${Collection}/a`, null]
+      ])
+      expect(results).toEqual([
+        { echo: "GET", body: null },
+        { echo: "POST", body: object },
+        { echo: "PUT", body: object },
+        { echo: "PUT", body: object },
+        { echo: "PATCH", body: { metadata: { labels: { x: "y" } } } },
+        { echo: "DELETE", body: null }
+      ])
+    }))
+})

@@ -1,0 +1,159 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Either, Stream } from "effect"
+import { decodeLines, excerpt, LineSplitter, type LineHandler } from "../src/internal/ndjsonLines.ts"
+
+const bytes = (text: string) => new TextEncoder().encode(text)
+
+/** Feeds chunks to a splitter; returns the lines and each push's result. */
+const split = (max: number, chunks: ReadonlyArray<Uint8Array>) => {
+  const splitter = new LineSplitter(max)
+  const lines: Array<string> = []
+  const results = chunks.map((chunk) => splitter.push(chunk, (line) => (lines.push(line), true)))
+  return { lines, results, rest: splitter.end() }
+}
+
+describe("LineSplitter", () => {
+  it("splits lines within and across chunks, keeping the partial last line for end()", () => {
+    const { lines, rest, results } = split(1024, [bytes("a\nbb"), bytes("b\n\nc"), bytes("cc")])
+    expect(lines).toEqual(["a", "bbb", ""])
+    expect(results).toEqual(["ok", "ok", "ok"])
+    expect(rest).toBe("ccc")
+  })
+
+  it("keeps a two-byte character split across chunks whole", () => {
+    const encoded = bytes('{"name":"café"}\n')
+    const at = encoded.indexOf(0xc3) + 1 // between the two bytes of "é"
+    const { lines, rest } = split(1024, [encoded.subarray(0, at), encoded.subarray(at)])
+    expect(lines).toEqual(['{"name":"café"}'])
+    expect(rest).toBe("")
+  })
+
+  it("keeps a four-byte emoji whole wherever the chunk boundary falls in it", () => {
+    const encoded = bytes("x🦀y\n")
+    for (let cut = 1; cut < encoded.length; cut++) {
+      const { lines } = split(1024, [encoded.subarray(0, cut), encoded.subarray(cut)])
+      expect(lines).toEqual(["x🦀y"])
+    }
+    // One byte at a time, too.
+    const { lines } = split(1024, Array.from(encoded, (b) => Uint8Array.of(b)))
+    expect(lines).toEqual(["x🦀y"])
+  })
+
+  it("refuses a line in progress that grows past the cap, without waiting for its newline", () => {
+    const { lines, results } = split(8, [bytes("ok\n12345"), bytes("6789")])
+    expect(lines).toEqual(["ok"])
+    expect(results).toEqual(["ok", "tooLong"])
+  })
+
+  it("refuses a complete line over the cap, counting bytes, not characters", () => {
+    // "éééé" is 4 characters but 8 bytes.
+    expect(split(8, [bytes("éééé\n")]).results).toEqual(["ok"])
+    expect(split(7, [bytes("éééé\n")]).results).toEqual(["tooLong"])
+    expect(split(9, [bytes("0123456789\n")]).results).toEqual(["tooLong"])
+    expect(split(10, [bytes("0123456789\n")]).results).toEqual(["ok"])
+  })
+
+  it("counts the bytes of a line over several chunks against the cap", () => {
+    expect(split(10, [bytes("01234"), bytes("56789"), bytes("\n")]).results).toEqual(["ok", "ok", "ok"])
+    expect(split(10, [bytes("01234"), bytes("56789"), bytes("X\n")]).results).toEqual(["ok", "ok", "tooLong"])
+  })
+
+  it("stops when the line callback says so", () => {
+    const splitter = new LineSplitter(100)
+    const seen: Array<string> = []
+    const result = splitter.push(bytes("a\nb\nc\n"), (line) => (seen.push(line), line !== "b"))
+    expect(result).toBe("stopped")
+    expect(seen).toEqual(["a", "b"])
+  })
+})
+
+/** A handler that turns lines into numbers; "x" is an error. */
+const numbers: LineHandler<number, string> = {
+  onLine: (line, out) => {
+    if (line === "x") return `bad line`
+    out.push(Number(line))
+    return undefined
+  },
+  onEnd: (rest, out) => {
+    if (rest === "") return undefined
+    if (rest === "9") {
+      out.push(9)
+      return undefined
+    }
+    return `ended mid-line: ${rest}`
+  },
+  onTooLong: (limit) => `too long (${limit})`
+}
+
+describe("decodeLines", () => {
+  it.effect("emits one chunk per network chunk, all lines of it together", () =>
+    Effect.gen(function*() {
+      const chunks = yield* Stream.make(bytes("1\n2\n3\n"), bytes("4\n5"), bytes("\n")).pipe(
+        Stream.rechunk(1),
+        decodeLines(100, numbers),
+        Stream.chunks,
+        Stream.map(Chunk.toReadonlyArray),
+        Stream.runCollect
+      )
+      expect(Chunk.toReadonlyArray(chunks)).toEqual([[1, 2, 3], [4], [5]])
+    }))
+
+  it.effect("hands the rest after the last newline to onEnd on a clean end", () =>
+    Effect.gen(function*() {
+      const good = yield* Stream.make(bytes("1\n9")).pipe(decodeLines(100, numbers), Stream.runCollect)
+      expect(Chunk.toReadonlyArray(good)).toEqual([1, 9])
+      const cut = yield* Stream.make(bytes("1\n{\"ty")).pipe(decodeLines(100, numbers), Stream.runCollect, Effect.either)
+      expect(cut).toEqual(Either.left('ended mid-line: {"ty'))
+    }))
+
+  it.effect("passes an upstream failure through and never hands on the partial line", () =>
+    Effect.gen(function*() {
+      const seen: Array<number> = []
+      const result = yield* Stream.make(bytes("1\n2\n3")).pipe(
+        Stream.concat(Stream.fail("connection reset")),
+        decodeLines(100, numbers),
+        Stream.runForEach((n) => Effect.sync(() => seen.push(n))),
+        Effect.either
+      )
+      expect(seen).toEqual([1, 2])
+      expect(result).toEqual(Either.left("connection reset"))
+    }))
+
+  it.effect("emits what a chunk yielded before a bad line, then fails", () =>
+    Effect.gen(function*() {
+      const seen: Array<number> = []
+      const result = yield* Stream.make(bytes("1\n2\nx\n3\n")).pipe(
+        decodeLines(100, numbers),
+        Stream.runForEach((n) => Effect.sync(() => seen.push(n))),
+        Effect.either
+      )
+      expect(seen).toEqual([1, 2])
+      expect(result).toEqual(Either.left("bad line"))
+    }))
+
+  it.effect("fails with onTooLong when a line passes the cap", () =>
+    Effect.gen(function*() {
+      const result = yield* Stream.make(bytes("1\n"), bytes("123456789")).pipe(
+        decodeLines(8, numbers),
+        Stream.runCollect,
+        Effect.either
+      )
+      expect(result).toEqual(Either.left("too long (8)"))
+    }))
+
+  it.effect("starts afresh on every run of the stream", () =>
+    Effect.gen(function*() {
+      const stream = Stream.make(bytes("1\n2")).pipe(decodeLines(100, { ...numbers, onEnd: () => undefined }))
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([1])
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([1])
+    }))
+})
+
+describe("excerpt", () => {
+  it("collapses whitespace and caps the length at 200 characters", () => {
+    expect(excerpt("  a \n\t b  ")).toBe("a b")
+    const long = excerpt("y".repeat(10_000))
+    expect(long.length).toBe(200)
+    expect(long.endsWith("…")).toBe(true)
+  })
+})
