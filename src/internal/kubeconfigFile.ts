@@ -84,6 +84,9 @@ export const ExecCredential = Schema.Struct({
 })
 export type ExecCredential = typeof ExecCredential.Type
 
+const isAbsent = (ast: SchemaAST.AST): boolean =>
+  ast._tag === "UndefinedKeyword" || (ast._tag === "Literal" && ast.literal === null)
+
 const describeExpected = (ast: SchemaAST.AST): string => {
   switch (ast._tag) {
     case "StringKeyword":
@@ -99,7 +102,10 @@ const describeExpected = (ast: SchemaAST.AST): string => {
     case "Literal":
       return JSON.stringify(ast.literal)
     case "Union":
-      return ast.types.map(describeExpected).join(" or ")
+      return ast.types
+        .filter((member) => !isAbsent(member))
+        .map(describeExpected)
+        .join(" or ")
     case "Refinement":
       return describeExpected(ast.from)
     case "Transformation":
@@ -124,7 +130,10 @@ export const describeIssue = (
       const issues: ReadonlyArray<ParseResult.ParseIssue> = Array.isArray(issue.issues)
         ? issue.issues
         : [issue.issues as ParseResult.ParseIssue]
-      return issues.flatMap((inner) => describeIssue(inner, path))
+      // An optional field is `X | null | undefined`: "should be null" helps nobody.
+      const relevant =
+        issue.ast._tag === "Union" ? issues.filter((inner) => !(inner._tag === "Type" && isAbsent(inner.ast))) : issues
+      return relevant.flatMap((inner) => describeIssue(inner, path))
     }
     case "Refinement":
     case "Transformation":
