@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Either, Exit, Fiber, Layer, Option, Queue, Redacted, Ref, Stream, TestClock, Tracer } from "effect"
 import { execFileSync } from "node:child_process"
-import { mkdtempSync, readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import * as https from "node:https"
 import type { AddressInfo } from "node:net"
@@ -757,6 +757,139 @@ describe("KubeClient.watch", () => {
         ["KubeClient.list", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "0" }],
         ["KubeClient.watch", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "5" }]
       ])
+    }))
+})
+
+// -------------------------------------------------------------------------------------------------
+// TLS: a throwaway CA, a server certificate for 127.0.0.1 and kube.test, a client certificate
+// -------------------------------------------------------------------------------------------------
+
+const hasOpenssl = (() => {
+  try {
+    execFileSync("openssl", ["version"], { stdio: "ignore" })
+    return true
+  } catch {
+    return false
+  }
+})()
+
+interface Pki {
+  readonly ca: string
+  readonly serverCert: string
+  readonly serverKey: string
+  readonly clientCert: string
+  readonly clientKey: string
+}
+
+let pki: Pki | undefined
+/** Generated once per run with openssl (EC keys: fast), in a fresh temporary directory. */
+const makePki = (): Pki => {
+  if (pki !== undefined) return pki
+  const dir = mkdtempSync(join(tmpdir(), "kubeclient-tls-"))
+  const at = (name: string) => join(dir, name)
+  const openssl = (...args: Array<string>) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" })
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+  openssl("req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=test-ca", "-days", "1")
+  const issue = (name: string, cn: string, extensions: string) => {
+    openssl("req", ...ec, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`)
+    writeFileSync(at(`${name}.ext`), `${extensions}\n`)
+    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${name}.crt`, "-days", "1", "-extfile", `${name}.ext`)
+  }
+  issue("server", "kube.test", "subjectAltName=IP:127.0.0.1,DNS:kube.test")
+  issue("client", "tester", "extendedKeyUsage=clientAuth")
+  pki = {
+    ca: readFileSync(at("ca.crt"), "utf8"),
+    serverCert: readFileSync(at("server.crt"), "utf8"),
+    serverKey: readFileSync(at("server.key"), "utf8"),
+    clientCert: readFileSync(at("client.crt"), "utf8"),
+    clientKey: readFileSync(at("client.key"), "utf8")
+  }
+  rmSync(dir, { recursive: true, force: true })
+  return pki
+}
+
+/** An HTTPS fixture that asks for (but does not insist on) a client certificate and records its CN. */
+const tlsFixture = (handler: Handler) =>
+  Effect.gen(function*() {
+    const keys = makePki()
+    const seen: Array<Seen> = []
+    const clients: Array<string | undefined> = []
+    const server = https.createServer({ key: keys.serverKey, cert: keys.serverCert, ca: keys.ca, requestCert: true, rejectUnauthorized: false })
+    server.on("request", (req: http.IncomingMessage) => {
+      const peer = (req.socket as import("node:tls").TLSSocket).getPeerCertificate()
+      clients.push(typeof peer.subject?.CN === "string" ? peer.subject.CN : undefined)
+    })
+    attach(server, handler, seen)
+    const url = yield* listen(server, "https")
+    return { url, seen, clients, keys }
+  })
+
+const tlsClient = (server: string, tls: Partial<KubeConfig.ClusterTls>) =>
+  KubeClient.make().pipe(
+    Effect.provide(
+      Layer.succeed(KubeConfig.KubeConfig, {
+        server,
+        namespace: Option.none(),
+        tls: {
+          ca: Option.none(),
+          clientCertificate: Option.none(),
+          clientKey: Option.none(),
+          insecureSkipTlsVerify: false,
+          serverName: Option.none(),
+          ...tls
+        },
+        authorization: Effect.succeed(Option.none()),
+        invalidate: Effect.void,
+        source: "test"
+      })
+    )
+  )
+
+const emptyList = (_req: http.IncomingMessage, res: http.ServerResponse) =>
+  sendJson(res, 200, { metadata: { resourceVersion: "3" }, items: [] })
+
+// Skipped only where openssl, which makes the certificates, is not installed.
+describe.skipIf(!hasOpenssl)("KubeClient over TLS", () => {
+  it.scoped("trusts the kubeconfig's CA and presents the client certificate", () =>
+    Effect.gen(function*() {
+      const fx = yield* tlsFixture(emptyList)
+      const client = yield* tlsClient(fx.url, {
+        ca: Option.some(fx.keys.ca),
+        clientCertificate: Option.some(fx.keys.clientCert),
+        clientKey: Option.some(Redacted.make(fx.keys.clientKey))
+      })
+      const page = yield* client.list(SandboxResource, Sandbox, { namespace: "ns" })
+      expect(page.resourceVersion).toBe("3")
+      expect(fx.clients).toEqual(["tester"])
+    }))
+
+  it.scoped("refuses a server its CA bundle does not vouch for, with a transport error", () =>
+    Effect.gen(function*() {
+      const fx = yield* tlsFixture(emptyList)
+      const client = yield* tlsClient(fx.url, {})
+      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toMatch(new RegExp(`^GET ${Collection} to ${fx.url} got no answer: .*(certificate|UNABLE_TO_GET_ISSUER)`))
+      expect(fx.seen).toEqual([])
+    }))
+
+  it.scoped("skips verification only when told to", () =>
+    Effect.gen(function*() {
+      const fx = yield* tlsFixture(emptyList)
+      const client = yield* tlsClient(fx.url, { insecureSkipTlsVerify: true })
+      expect((yield* client.list(SandboxResource, Sandbox, { namespace: "ns" })).resourceVersion).toBe("3")
+      expect(fx.clients).toEqual([undefined])
+    }))
+
+  it.scoped("verifies the server against tls-server-name when the kubeconfig sets one", () =>
+    Effect.gen(function*() {
+      const fx = yield* tlsFixture(emptyList)
+      const right = yield* tlsClient(fx.url, { ca: Option.some(fx.keys.ca), serverName: Option.some("kube.test") })
+      expect((yield* right.list(SandboxResource, Sandbox, { namespace: "ns" })).resourceVersion).toBe("3")
+      const wrong = yield* tlsClient(fx.url, { ca: Option.some(fx.keys.ca), serverName: Option.some("other.test") })
+      const error = yield* failure(wrong.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toContain("other.test")
     }))
 })
 
