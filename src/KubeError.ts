@@ -71,24 +71,24 @@ export type KubeClientError =
 const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((cause) => cause.reason === reason)
 
 /** The resourceVersion (or continue token) asked for is older than the server keeps: start over. */
-export const isExpired = (error: KubeClientError): error is KubeStatusError =>
+export const isExpired = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" && (error.code === 410 || error.reason === "Expired" || error.reason === "Gone")
 
 /**
  * The resourceVersion asked for is newer than the server has seen (an apiserver behind its peers).
  * Servers have said it three ways over the releases: a cause, the message, or both.
  */
-export const isTooLargeResourceVersion = (error: KubeClientError): error is KubeStatusError =>
+export const isTooLargeResourceVersion = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" &&
   (hasCause(error, "ResourceVersionTooLarge") || /too large resource version/i.test(error.message))
 
-export const isTooManyRequests = (error: KubeClientError): error is KubeStatusError =>
+export const isTooManyRequests = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" && error.code === 429
 
-export const isUnauthorized = (error: KubeClientError): error is KubeStatusError =>
+export const isUnauthorized = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" && error.code === 401
 
-export const isForbidden = (error: KubeClientError): error is KubeStatusError =>
+export const isForbidden = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" && error.code === 403
 
 /** How long the server asked the caller to wait before asking again, if it said. */

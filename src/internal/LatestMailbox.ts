@@ -1,0 +1,43 @@
+/**
+ * A subscriber's mailbox that keeps only the latest value per key: a slow reader skips to the
+ * newest state of each key rather than queueing a backlog, so its memory is bounded by the number
+ * of keys, never by how far behind it is. `put` is synchronous so the watch loop can tell every
+ * subscriber of a name without yielding.
+ *
+ * @internal
+ */
+import { Chunk, Effect } from "effect"
+
+export class LatestMailbox<K, V> {
+  private pending = new Map<K, V>()
+  private wake: (() => void) | undefined = undefined
+
+  /** Replace what is pending for `key` (it moves to the back: the reader sees changes in order). */
+  put(key: K, value: V): void {
+    this.pending.delete(key)
+    this.pending.set(key, value)
+    const wake = this.wake
+    if (wake !== undefined) {
+      this.wake = undefined
+      wake()
+    }
+  }
+
+  /** Everything pending, oldest change first; waits while nothing is. */
+  readonly takeAll: Effect.Effect<Chunk.Chunk<readonly [K, V]>> = Effect.suspend(() =>
+    this.pending.size > 0
+      ? Effect.sync(() => this.drain())
+      : Effect.async<Chunk.Chunk<readonly [K, V]>>((resume) => {
+        this.wake = () => resume(Effect.sync(() => this.drain()))
+        return Effect.sync(() => {
+          this.wake = undefined
+        })
+      })
+  )
+
+  private drain(): Chunk.Chunk<readonly [K, V]> {
+    const drained = Chunk.unsafeFromArray(Array.from(this.pending))
+    this.pending = new Map()
+    return drained
+  }
+}

@@ -1,0 +1,591 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Either, Exit, Fiber, Logger, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
+import type { Sandbox } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import {
+  added,
+  bookmark,
+  deleted,
+  errorEvent,
+  fullList,
+  makeScriptedKubeClient,
+  modified,
+  sandbox,
+  statusError,
+  transportError
+} from "./support/ScriptedKubeClient.ts"
+import { KubeMalformedLineError } from "../src/KubeError.ts"
+
+// -- harness -----------------------------------------------------------------------------------
+
+const start = (options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
+  Effect.gen(function*() {
+    const kube = yield* makeScriptedKubeClient
+    const scope = yield* Scope.make()
+    // Tracks the fibers the watch forks, so a test can see that they all end.
+    const fibers = yield* Supervisor.track
+    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, ...options }).pipe(
+      Effect.provide(kube.layer),
+      Scope.extend(scope),
+      Effect.supervised(fibers)
+    )
+    return { kube, watch, stop: Scope.close(scope, Exit.void), liveFibers: Effect.map(fibers.value, Chunk.size) }
+  })
+
+/** What a subscriber was told, as short strings: `name@rv:phase` or `gone`. */
+const describeTold = (value: Option.Option<Sandbox>) =>
+  Option.match(value, {
+    onNone: () => "gone",
+    onSome: (s) => `${s.metadata.name}@${s.metadata.resourceVersion}:${s.status?.phase ?? "-"}`
+  })
+
+const subscribe = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
+  Effect.gen(function*() {
+    const told = yield* Ref.make<ReadonlyArray<string>>([])
+    const fiber = yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
+    yield* settle
+    return { told: Ref.get(told), fiber }
+  })
+
+/** Let every ready fiber run (no time passes). */
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+/** Wait (without time passing) until `check` holds; fail loudly if it never does. */
+const eventually = <A>(get: Effect.Effect<A>, check: (a: A) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 2000; i++) {
+      const value = yield* get
+      if (check(value)) return value
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage(`condition never held; last value: ${JSON.stringify(yield* get)}`)
+  })
+
+const watchCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) =>
+  Effect.map(kube.calls, (calls) => calls.filter((c) => c.verb === "watch"))
+const listCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) =>
+  Effect.map(kube.calls, (calls) => calls.filter((c) => c.verb === "list"))
+
+/**
+ * How long until the nearest pending sleep, once one shorter than `within` is registered. (Each
+ * open watch also holds a long idle-timeout sleep, and TestClock keeps interrupted sleeps listed,
+ * so only the nearest future one is the pause we are looking for.)
+ */
+const nextPause = (within = 60_000) =>
+  Effect.gen(function*() {
+    const pending = () =>
+      Effect.gen(function*() {
+        const now = yield* TestClock.currentTimeMillis
+        const future = Chunk.toArray(yield* TestClock.sleeps()).filter((t) => t > now && t - now <= within)
+        return future.length === 0 ? undefined : Math.min(...future) - now
+      })
+    return (yield* eventually(pending(), (delta) => delta !== undefined)) as number
+  })
+
+/** Waits until a pause is registered, checks it is `millis` long, and lets it pass. */
+const adjustAfterSleep = (millis: number) =>
+  Effect.gen(function*() {
+    expect(yield* nextPause()).toBe(millis)
+    yield* TestClock.adjust(Duration.millis(millis))
+    yield* settle
+  })
+
+const captureLogs = Effect.gen(function*() {
+  const lines = yield* Ref.make<ReadonlyArray<string>>([])
+  const logger = Logger.make(({ message }) => {
+    const text = Array.isArray(message) ? message.join(" ") : String(message)
+    Effect.runSync(Ref.update(lines, (all) => [...all, text]))
+  })
+  return { lines: Ref.get(lines), layer: Logger.replace(Logger.defaultLogger, logger) }
+})
+
+// -- rule 1: list (paged, quorum) then watch from its resourceVersion ---------------------------
+
+describe("SandboxWatch", () => {
+  it.scoped("1. lists as a quorum read, then watches from the list's resourceVersion with bookmarks and a timeout", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start({ pageSize: 250, timeoutSeconds: 120, labelSelector: "jr2.dev/run=r1" })
+      yield* kube.respondList(fullList("10", sandbox("a", "7")))
+      const w = yield* kube.nextWatch
+      yield* watch.synced
+      const [list] = yield* listCalls(kube)
+      expect(list?.options).toEqual({ namespace: "ns", labelSelector: "jr2.dev/run=r1", limit: 250 })
+      expect(list?.options.resourceVersion).toBeUndefined()
+      expect(w.options).toEqual({
+        namespace: "ns",
+        labelSelector: "jr2.dev/run=r1",
+        resourceVersion: "10",
+        allowWatchBookmarks: true,
+        timeoutSeconds: 120
+      })
+      expect(describeTold(yield* watch.get("a"))).toBe("a@7:Pending")
+    }))
+
+  // -- rule 2 and 3 ------------------------------------------------------------------------------
+
+  it.scoped("2-3. keeps every event's and bookmark's resourceVersion; a clean close resumes at once from the latest, no re-list", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(added(sandbox("a", "11")))
+      yield* w1.emit(bookmark("15"))
+      yield* w1.end
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("15")
+      yield* w2.emit(modified(sandbox("a", "16", "Ready")), bookmark("20"))
+      yield* w2.end
+      const w3 = yield* kube.nextWatch
+      expect(w3.options.resourceVersion).toBe("20")
+      expect((yield* listCalls(kube)).length).toBe(1)
+      expect((yield* watch.health).relists).toBe(1)
+      // no TestClock.adjust happened: the resumes were immediate
+    }))
+
+  // -- rule 4 ------------------------------------------------------------------------------------
+
+  it.scoped("4. a watch silent for longer than timeoutSeconds plus the margin is taken for dead and resumed", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ timeoutSeconds: 60, idleMargin: "10 seconds" })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(bookmark("12"))
+      yield* settle
+      yield* TestClock.adjust("69 seconds")
+      yield* settle
+      expect((yield* watchCalls(kube)).length).toBe(1)
+      yield* TestClock.adjust("1 second")
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("12")
+      expect(yield* w1.aborted).toBe(true)
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  // -- rule 5 ------------------------------------------------------------------------------------
+
+  it.scoped("5. an ERROR event re-lists (quorum), after events at once", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(added(sandbox("a", "11")), errorEvent(410, "Expired", "too old resource version: 10 (50)"))
+      yield* kube.respondList(fullList("60", sandbox("a", "55", "Ready")))
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("60")
+      const lists = yield* listCalls(kube)
+      expect(lists.length).toBe(2)
+      expect(lists[1]?.options.resourceVersion).toBeUndefined()
+      expect(describeTold(yield* watch.get("a"))).toBe("a@55:Ready")
+      expect((yield* watch.health).relists).toBe(2)
+    }))
+
+  it.scoped("5. a watch that says only ERROR re-lists after one back-off floor", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis" })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(errorEvent(500, "InternalError", "etcd is sad"))
+      yield* kube.respondList(fullList("12"))
+      yield* settle
+      yield* TestClock.adjust("499 millis")
+      yield* settle
+      expect((yield* listCalls(kube)).length).toBe(1)
+      yield* TestClock.adjust("1 millis")
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("12")
+      expect((yield* listCalls(kube)).length).toBe(2)
+    }))
+
+  it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "1 second" })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(statusError(410, "Gone", "too old"))
+      yield* kube.respondList(fullList("20"))
+      yield* adjustAfterSleep(1000)
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("20")
+      yield* w2.fail(
+        statusError(504, "Timeout", "Timeout: Too large resource version: 20, current: 19", {
+          causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+          retryAfterSeconds: 1
+        })
+      )
+      yield* kube.respondList(fullList("30"))
+      yield* adjustAfterSleep(1000)
+      const w3 = yield* kube.nextWatch
+      expect(w3.options.resourceVersion).toBe("30")
+      expect((yield* listCalls(kube)).length).toBe(3)
+    }))
+
+  // -- rule 6 ------------------------------------------------------------------------------------
+
+  it.scoped("6. a 429 waits the server's Retry-After (capped) and resumes without a re-list", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffCap: "5 seconds" })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(bookmark("11"))
+      yield* w1.fail(statusError(429, "TooManyRequests", "slow down", { retryAfterSeconds: 3 }))
+      expect(yield* nextPause()).toBe(3000)
+      yield* TestClock.adjust("2999 millis")
+      yield* settle
+      expect((yield* watchCalls(kube)).length).toBe(1)
+      yield* TestClock.adjust("1 millis")
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("11")
+      yield* w2.fail(statusError(429, "TooManyRequests", "slow down", { retryAfterSeconds: 60 }))
+      expect(yield* nextPause()).toBe(5000)
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      expect((yield* watchCalls(kube)).length).toBe(2)
+      yield* TestClock.adjust("1 millis")
+      yield* kube.nextWatch
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  // -- rule 7 ------------------------------------------------------------------------------------
+
+  it.scoped("7. other failures back off from the floor, doubling to the cap, and a healthy stream resets it", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "4 seconds" })
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      yield* w.emit(bookmark("11"))
+      const delays: Array<number> = []
+      for (let i = 0; i < 6; i++) {
+        yield* w.fail(i % 2 === 0 ? transportError() : statusError(500, "InternalError", "boom"))
+        const delay = yield* nextPause()
+        delays.push(delay)
+        yield* TestClock.adjust(Duration.millis(delay))
+        w = yield* kube.nextWatch
+        expect(w.options.resourceVersion).toBe("11")
+      }
+      // the bookmark before the first failure reset nothing yet; after it, each failure doubles
+      expect(delays).toEqual([500, 1000, 2000, 4000, 4000, 4000])
+      // a healthy stream (an event arrived) resets the back-off to the floor
+      yield* w.emit(bookmark("12"))
+      yield* w.fail(transportError())
+      expect(yield* nextPause()).toBe(500)
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  it.scoped("7. jitter spreads a back-off by at most 20%, deterministically for a seeded Random", () =>
+    Effect.gen(function*() {
+      const run = Effect.gen(function*() {
+        const { kube } = yield* start({ backoffFloor: "1 second", jitter: true })
+        yield* kube.respondList(fullList("10"))
+        const w = yield* kube.nextWatch
+        yield* w.fail(transportError())
+        return yield* nextPause()
+      })
+      const first = yield* Effect.scoped(run).pipe(Effect.withRandom(Random.make("seed")))
+      expect(first).toBeGreaterThanOrEqual(800)
+      expect(first).toBeLessThanOrEqual(1200)
+      expect(first).not.toBe(1000)
+    }))
+
+  it.scoped("7. a malformed line resumes from the last good resourceVersion after a back-off", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "9")))
+      const a = yield* subscribe(watch.changes("a"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(modified(sandbox("a", "12", "Ready")))
+      yield* w1.fail(new KubeMalformedLineError({ path: "/x", message: "not JSON", excerpt: "{\"type\":\"MODIF" }))
+      yield* adjustAfterSleep(500)
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("12")
+      expect(yield* a.told).toEqual(["a@9:Pending", "a@12:Ready"])
+    }))
+
+  // -- rule 8 ------------------------------------------------------------------------------------
+
+  it.scoped("8. a watch that closes having said nothing is asked again only after one floor", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "700 millis" })
+      yield* kube.respondList(fullList("10"))
+      for (let i = 0; i < 3; i++) {
+        const w = yield* kube.nextWatch
+        yield* w.end
+        expect(yield* nextPause()).toBe(700)
+        yield* TestClock.adjust("699 millis")
+        yield* settle
+        expect((yield* watchCalls(kube)).length).toBe(i + 1)
+        yield* TestClock.adjust("1 millis")
+      }
+      yield* kube.nextWatch
+    }))
+
+  // -- rule 9 ------------------------------------------------------------------------------------
+
+  it.scoped("9. 403 logs the missing permission and backs off; it heals without a restart", () =>
+    Effect.gen(function*() {
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
+      yield* kube.respondList(
+        Either.left(statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\""))
+      )
+      yield* adjustAfterSleep(500)
+      yield* kube.respondList(
+        Either.left(statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\""))
+      )
+      yield* adjustAfterSleep(1000)
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      yield* watch.synced
+      const lines = yield* logs.lines
+      const forbidden = lines.filter((l) => l.includes("forbidden to list sandboxes.jr2.dev"))
+      expect(forbidden.length).toBe(2)
+      expect(forbidden[0]).toContain("grant get, list and watch")
+      expect(forbidden[0]).toContain("in 500ms")
+      expect(forbidden[1]).toContain("in 1s")
+    }))
+
+  it.scoped("9. 401 backs off and asks again (the client reads credentials afresh)", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(statusError(401, "Unauthorized", "Unauthorized"))
+      yield* adjustAfterSleep(500)
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("10")
+    }))
+
+  // -- rule 10 -----------------------------------------------------------------------------------
+
+  it.scoped("10. the first list is the reconcile: every waiting subscriber is told, present or not; nothing before it", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const a = yield* subscribe(watch.changes("a"))
+      const b = yield* subscribe(watch.changes("b"))
+      expect(yield* a.told).toEqual([])
+      yield* kube.respondList(fullList("10", sandbox("a", "3", "Ready")))
+      yield* watch.synced
+      yield* eventually(b.told, (t) => t.length === 1)
+      expect(yield* a.told).toEqual(["a@3:Ready"])
+      expect(yield* b.told).toEqual(["gone"])
+    }))
+
+  it.scoped("a subscriber after sync hears the cached value at once, then changes", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "3")))
+      yield* watch.synced
+      const a = yield* subscribe(watch.changes("a"))
+      const nobody = yield* subscribe(watch.changes("nobody"))
+      expect(yield* a.told).toEqual(["a@3:Pending"])
+      expect(yield* nobody.told).toEqual(["gone"])
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11", "Ready")))
+      yield* eventually(a.told, (t) => t.length === 2)
+      expect(yield* a.told).toEqual(["a@3:Pending", "a@11:Ready"])
+      expect(yield* nobody.told).toEqual(["gone"])
+    }))
+
+  // -- rule 11 -----------------------------------------------------------------------------------
+
+  it.scoped("11. a re-list replaces the cache at once and tells exactly the names that changed or went", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("same", "1"), sandbox("changes", "2"), sandbox("goes", "3")))
+      yield* watch.synced
+      const same = yield* subscribe(watch.changes("same"))
+      const changes = yield* subscribe(watch.changes("changes"))
+      const goes = yield* subscribe(watch.changes("goes"))
+      const comes = yield* subscribe(watch.changes("comes"))
+      const all = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* Effect.forkScoped(
+        Stream.runForEach(watch.allChanges, (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]))
+      )
+      yield* settle
+      yield* Ref.set(all, [])
+      const w = yield* kube.nextWatch
+      yield* w.emit(errorEvent(410, "Expired", "too old"))
+      yield* kube.respondList(fullList("40", sandbox("same", "1"), sandbox("changes", "33", "Ready"), sandbox("comes", "35")))
+      yield* adjustAfterSleep(500)
+      yield* kube.nextWatch
+      yield* eventually(comes.told, (t) => t.length === 2)
+      expect(yield* same.told).toEqual(["same@1:Pending"])
+      expect(yield* changes.told).toEqual(["changes@2:Pending", "changes@33:Ready"])
+      expect(yield* goes.told).toEqual(["goes@3:Pending", "gone"])
+      expect(yield* comes.told).toEqual(["gone", "comes@35:Pending"])
+      expect([...(yield* Ref.get(all))].sort()).toEqual(["changes=changes@33:Ready", "comes=comes@35:Pending", "goes=gone"])
+      const snapshot = yield* watch.snapshot
+      expect([...snapshot.keys()].sort()).toEqual(["changes", "comes", "same"])
+    }))
+
+  // -- rule 12 -----------------------------------------------------------------------------------
+
+  it.scoped("12. DELETED tells the name gone (also how a label removal arrives)", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(deleted(sandbox("a", "12")))
+      yield* eventually(a.told, (t) => t.length === 2)
+      expect(yield* a.told).toEqual(["a@5:Pending", "gone"])
+      expect(yield* watch.get("a")).toEqual(Option.none())
+    }))
+
+  // -- rule 13 -----------------------------------------------------------------------------------
+
+  it.scoped("13. unknown is never loss: drops, errors, back-offs and undecodable objects tell nobody anything", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const a = yield* subscribe(watch.changes("a"))
+      let w = yield* kube.nextWatch
+      yield* w.fail(transportError("connect ECONNREFUSED 127.0.0.1:6443"))
+      yield* adjustAfterSleep(500)
+      w = yield* kube.nextWatch
+      yield* w.fail(statusError(500, "", "502 page", {}))
+      yield* adjustAfterSleep(1000)
+      w = yield* kube.nextWatch
+      yield* w.emit({ type: "UNDECODABLE", eventType: "MODIFIED", name: "a", resourceVersion: "13", problem: "status.phase: expected string" })
+      yield* w.end
+      w = yield* kube.nextWatch
+      expect(w.options.resourceVersion).toBe("13")
+      expect((yield* watch.health).cached).toBe(1)
+      // an undecodable object in a re-list keeps its cached value too
+      yield* w.emit(errorEvent(410, "Expired", "too old"))
+      yield* adjustAfterSleep(500)
+      yield* kube.respondList(
+        Either.right({
+          items: [],
+          undecodable: [{ type: "UNDECODABLE", eventType: "ADDED", name: "a", resourceVersion: "14", problem: "bad" }],
+          resourceVersion: "20",
+          pages: 1,
+          restarts: 0
+        })
+      )
+      yield* kube.nextWatch
+      yield* settle
+      expect(yield* a.told).toEqual(["a@5:Pending"])
+      expect(describeTold(yield* watch.get("a"))).toBe("a@5:Pending")
+    }))
+
+  // -- rule 14 -----------------------------------------------------------------------------------
+
+  it.scoped("14. per name, told resourceVersions never go backwards across resumes and re-lists", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const a = yield* subscribe(watch.changes("a"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(modified(sandbox("a", "30", "Ready")))
+      // a replay of an older event after a resume
+      yield* w1.emit(modified(sandbox("a", "25", "Pending")))
+      yield* w1.emit(errorEvent(410, "Expired", "too old"))
+      // a list from a lagging server: older than what we were told; it cannot prove "b" gone either
+      yield* kube.respondList(fullList("28", sandbox("a", "20")))
+      yield* kube.nextWatch
+      yield* settle
+      expect(yield* a.told).toEqual(["a@5:Pending", "a@30:Ready"])
+    }))
+
+  // -- lifecycle -----------------------------------------------------------------------------------
+
+  it.scoped("stopping before the first list ends the loop and aborts the request", () =>
+    Effect.gen(function*() {
+      const { kube, stop, watch } = yield* start()
+      yield* eventually(listCalls(kube), (l) => l.length === 1)
+      yield* stop
+      yield* kube.respondList(fullList("10"))
+      yield* settle
+      expect((yield* watchCalls(kube)).length).toBe(0)
+      expect((yield* watch.health).synced).toBe(false)
+    }))
+
+  it.scoped("stopping during a back-off leaves no timer behind and aborts nothing twice", () =>
+    Effect.gen(function*() {
+      const { kube, liveFibers, stop } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w = yield* kube.nextWatch
+      yield* w.fail(transportError())
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* liveFibers).toBeGreaterThan(0)
+      yield* stop
+      // the loop fiber, and with it the sleeping back-off, is gone
+      expect(yield* eventually(liveFibers, (n) => n === 0)).toBe(0)
+      yield* TestClock.adjust("1 minute")
+      expect((yield* watchCalls(kube)).length).toBe(1)
+    }))
+
+  it.scoped("closing the scope aborts the open watch request", () =>
+    Effect.gen(function*() {
+      const { kube, stop } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w = yield* kube.nextWatch
+      expect(yield* w.aborted).toBe(false)
+      yield* stop
+      expect(yield* w.aborted).toBe(true)
+      expect(yield* kube.openWatches).toBe(0)
+    }))
+
+  // -- subscribers -------------------------------------------------------------------------------
+
+  it.scoped("many subscribers on one name all hear every change; a slow one skips to the latest", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "1")))
+      const subscribers = yield* Effect.forEach(Array.from({ length: 50 }), () => subscribe(watch.changes("a")))
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11", "Ready")))
+      yield* eventually(Effect.forEach(subscribers, (s) => s.told), (all) => all.every((t) => t.length === 2))
+      for (const s of subscribers) expect(yield* s.told).toEqual(["a@1:Pending", "a@11:Ready"])
+
+      // a reader that does not read while 100 changes happen sees only the latest
+      const slow = yield* Stream.toPull(watch.changes("a"))
+      expect(Chunk.toArray(yield* slow).map(describeTold)).toEqual(["a@11:Ready"])
+      for (let rv = 12; rv < 112; rv++) yield* w.emit(modified(sandbox("a", String(rv), "Ready")))
+      yield* eventually(watch.get("a"), (a) => describeTold(a) === "a@111:Ready")
+      expect(Chunk.toArray(yield* slow).map(describeTold)).toEqual(["a@111:Ready"])
+    }))
+
+  it.scoped("a subscriber that fails or is interrupted affects nobody else and never the loop", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "1")))
+      const thrower = yield* Effect.forkScoped(
+        Stream.runForEach(watch.changes("a"), (v) =>
+          Option.isSome(v) && v.value.metadata.resourceVersion === "11" ? Effect.die(new Error("subscriber bug")) : Effect.void)
+      )
+      const good = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11")))
+      const exit = yield* Fiber.await(thrower)
+      expect(Exit.isFailure(exit)).toBe(true)
+      yield* w.emit(modified(sandbox("a", "12")))
+      yield* eventually(good.told, (t) => t.length === 3)
+      expect(yield* good.told).toEqual(["a@1:Pending", "a@11:Pending", "a@12:Pending"])
+      expect((yield* watch.health).synced).toBe(true)
+      expect(yield* w.aborted).toBe(false)
+    }))
+
+  // Live clock: TestClock lists every idle-timeout sleep ever registered, which would make 10,000
+  // rounds quadratic. Nothing here waits on time.
+  it.live("10,000 reconnects leave no growth in subscribers, open watches or fibers", () =>
+    Effect.gen(function*() {
+      const { kube, liveFibers, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "1")))
+      const a = yield* subscribe(watch.changes("a"))
+      yield* eventually(a.told, (t) => t.length === 1)
+      const fibersBefore = yield* liveFibers
+      const healthBefore = yield* watch.health
+      for (let i = 0; i < 10_000; i++) {
+        const w = yield* kube.nextWatch
+        yield* w.emit(bookmark(String(11 + i)))
+        yield* w.end
+      }
+      yield* kube.nextWatch
+      yield* settle
+      expect(yield* kube.openWatches).toBe(1)
+      expect(yield* liveFibers).toBe(fibersBefore)
+      expect(yield* a.told).toEqual(["a@1:Pending"])
+      expect((yield* watch.health).watchRestarts).toBe(healthBefore.watchRestarts)
+      expect((yield* watch.health).subscribers).toBe(1)
+    }).pipe(Effect.scoped), 180_000)
+})
