@@ -1,0 +1,257 @@
+/**
+ * The `sandbox-watch` program: watch every Sandbox under a selector in one namespace and show it,
+ * as a live table for a person or as NDJSON for a program. With no cluster configured (or with
+ * `--demo`) it runs against an embedded simulated API server played by a demo operator.
+ *
+ * @since 0.1.0
+ */
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { NodeContext } from "@effect/platform-node"
+import { Cause, Data, Duration, Effect, Layer, Logger, Option } from "effect"
+import * as Demo from "./Demo.ts"
+import * as KubeClient from "./KubeClient.ts"
+import * as KubeConfig from "./KubeConfig.ts"
+import * as NdjsonOutput from "./NdjsonOutput.ts"
+import * as Orchestrator from "./Orchestrator.ts"
+import { DefaultLabelSelector } from "./Sandbox.ts"
+import * as SandboxWatch from "./SandboxWatch.ts"
+import * as SimulatedApiServer from "./SimulatedApiServer.ts"
+import * as TableView from "./TableView.ts"
+
+/** The program's name, in help and in every error line. */
+export const Name = "sandbox-watch"
+export const Version = "0.1.0"
+
+/** The configuration cannot be used (a broken kubeconfig, a context that does not exist, ...). */
+export class ConfigurationError extends Data.TaggedError("ConfigurationError")<{ readonly message: string }> {}
+
+/** The process should end with this exit code; what to say has been said. */
+export class ExitCode extends Data.TaggedError("ExitCode")<{ readonly code: number }> {}
+
+/** stdout was closed under us (a reader like `head` went away): the program ends quietly. */
+class StdoutClosed extends Data.TaggedError("StdoutClosed")<{}> {}
+
+/**
+ * `90s`, `2m`, `1h30m`, `1500ms`, `1.5s`, or a bare number of seconds; also Effect's `2 minutes`.
+ * None when it is none of those.
+ */
+export const parseDuration = (text: string): Option.Option<Duration.Duration> => {
+  const s = text.trim()
+  if (/^\d+(\.\d+)?$/.test(s)) return Option.some(Duration.seconds(Number(s)))
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+  const parts = [...s.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)]
+  if (parts.length > 0 && parts.map((p) => p[0]).join("") === s) {
+    return Option.some(Duration.millis(parts.reduce((sum, p) => sum + Number(p[1]) * (units[p[2] ?? ""] ?? 0), 0)))
+  }
+  const decoded = Duration.decodeUnknown(s)
+  return Option.filter(decoded, (d) => Duration.isFinite(d))
+}
+
+/** The flags, parsed. */
+export interface Flags {
+  readonly namespace: Option.Option<string>
+  readonly selector: string
+  readonly kubeconfig: Option.Option<string>
+  readonly context: Option.Option<string>
+  readonly output: Option.Option<"table" | "ndjson">
+  readonly demo: boolean
+  readonly duration: Option.Option<Duration.Duration>
+}
+
+const flags = {
+  namespace: Options.text("namespace").pipe(
+    Options.withPseudoName("name"),
+    Options.withAlias("n"),
+    Options.withDescription("The namespace to watch. Default: the context's namespace (or the service account's), else `default`."),
+    Options.optional
+  ),
+  selector: Options.text("selector").pipe(
+    Options.withPseudoName("selector"),
+    Options.withAlias("l"),
+    Options.withDescription("The label selector of the Sandboxes to watch."),
+    Options.withDefault(DefaultLabelSelector)
+  ),
+  kubeconfig: Options.text("kubeconfig").pipe(
+    Options.withPseudoName("file"),
+    Options.withDescription("The kubeconfig file to use (default: KUBECONFIG, then ~/.kube/config, then in-cluster)."),
+    Options.optional
+  ),
+  context: Options.text("context").pipe(
+    Options.withPseudoName("name"),
+    Options.withDescription("The kubeconfig context to use instead of its current-context."),
+    Options.optional
+  ),
+  output: Options.choice("output", ["table", "ndjson"]).pipe(
+    Options.withAlias("o"),
+    Options.withDescription(
+      "`table`: a live view for a terminal (default when stdout is a terminal). `ndjson`: one JSON object a line (default otherwise)."
+    ),
+    Options.optional
+  ),
+  demo: Options.boolean("demo").pipe(
+    Options.withDescription("Run against an embedded simulated API server with a demo operator (also the default when no cluster is configured).")
+  ),
+  duration: Options.text("duration").pipe(
+    Options.withPseudoName("duration"),
+    Options.withDescription("Stop after this long, e.g. `30s`, `5m`, `1h`. Default: run until interrupted."),
+    Options.mapEffect((text) =>
+      Option.match(parseDuration(text), {
+        onNone: () =>
+          Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m`))),
+        onSome: Effect.succeed
+      })
+    ),
+    Options.optional
+  )
+}
+
+/** Where the program watches: a cluster it resolved, or the demo (with why, when it was not asked for). */
+type Target =
+  | { readonly _tag: "Cluster"; readonly connection: KubeConfig.ClusterConnection }
+  | { readonly _tag: "Demo"; readonly notConfigured: Option.Option<string> }
+
+const resolveTarget = (f: Flags) => {
+  if (f.demo) return Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.none() })
+  const explicit = Option.isSome(f.kubeconfig) || Option.isSome(f.context)
+  return KubeConfig.resolve({
+    path: Option.getOrUndefined(f.kubeconfig),
+    context: Option.getOrUndefined(f.context)
+  }).pipe(
+    Effect.map((connection): Target => ({ _tag: "Cluster", connection })),
+    Effect.catchTags({
+      KubeConfigNotFound: (error) =>
+        explicit
+          ? Effect.fail(new ConfigurationError({ message: error.message }))
+          : Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.some(error.message) }),
+      KubeConfigError: (error) => Effect.fail(new ConfigurationError({ message: error.message }))
+    })
+  )
+}
+
+const clock = (date: Date) => date.toISOString().slice(11, 23)
+
+/** One line a log: time, level, message, annotations, and the first line of a cause. */
+export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
+  const message = (Array.isArray(options.message) ? options.message : [options.message])
+    .map((m) => (typeof m === "string" ? m : Cause.isCause(m) ? Cause.pretty(m) : JSON.stringify(m)))
+    .join(" ")
+  const annotations = [...options.annotations].map(([k, v]) => ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join("")
+  const cause = Cause.isEmpty(options.cause) ? "" : ` (${Cause.pretty(options.cause).split("\n")[0]})`
+  return `${clock(options.date)} ${options.logLevel.label.padEnd(5)} ${message.replace(/\s*\n\s*/g, " ")}${annotations}${cause}`
+}
+
+/** Logs never go to stdout: to stderr, and in the table view under the table. */
+const loggerFor = (view: Option.Option<TableView.LogLines>) =>
+  Logger.make<unknown, void>((options) => {
+    const line = formatLog(options)
+    if (Option.isSome(view)) view.value.push(line)
+    // With a table on the terminal, stderr on the same terminal would tear the screen.
+    if (Option.isNone(view) || !process.stderr.isTTY) process.stderr.write(`${line}\n`)
+  })
+
+const writeStdout = (text: string) =>
+  Effect.async<void, StdoutClosed>((resume) => {
+    process.stdout.write(text, (error) => resume(error ? Effect.fail(new StdoutClosed()) : Effect.void))
+  })
+
+const watchLayer = (namespace: string, selector: string) =>
+  Orchestrator.layer.pipe(
+    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: selector })),
+    Layer.provide(KubeClient.layer)
+  )
+
+/** The program, given its flags. */
+export const run = (f: Flags) => Effect.suspend(() => {
+  const output = Option.getOrElse(f.output, () => (process.stdout.isTTY ? "table" as const : "ndjson" as const))
+  const view = output === "table" ? Option.some(new TableView.LogLines(8)) : Option.none<TableView.LogLines>()
+  return Effect.gen(function*() {
+    const target = yield* resolveTarget(f)
+    // The first line says what is watched: on stderr for NDJSON (stdout stays pure), atop the table.
+    const header: Array<string> = []
+    const say = (line: string) =>
+      output === "ndjson" ? Effect.sync(() => process.stderr.write(`${Name}: ${line}\n`)) : Effect.sync(() => header.push(line))
+
+    const show = (namespace: string) =>
+      output === "ndjson"
+        ? NdjsonOutput.run((line) => writeStdout(`${line}\n`))
+        : TableView.run({
+          header,
+          logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
+          write: (text) => writeStdout(text).pipe(Effect.catchAll(() => Effect.void)),
+          width: () => process.stdout.columns,
+          colours: process.stdout.isTTY === true
+        }).pipe(Effect.annotateLogs("namespace", namespace))
+    const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      Option.match(f.duration, { onNone: () => Effect.asVoid(effect), onSome: (d) => Effect.asVoid(Effect.timeoutOption(effect, d)) })
+
+    if (target._tag === "Cluster") {
+      const namespace = Option.orElse(f.namespace, () => target.connection.namespace).pipe(Option.getOrElse(() => "default"))
+      yield* say(`watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`)
+      return yield* bounded(show(namespace)).pipe(
+        Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))))
+      )
+    }
+
+    const namespace = Option.getOrElse(f.namespace, () => "demo")
+    const demoLayer = Demo.layer({ namespace })
+    return yield* Effect.gen(function*() {
+      const server = yield* SimulatedApiServer.SimulatedApiServer
+      yield* say(
+        Option.match(target.notConfigured, {
+          onNone: () => `demo: watching an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator`,
+          onSome: () =>
+            `no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
+        })
+      )
+      if (Option.isSome(target.notConfigured)) yield* Effect.logDebug(target.notConfigured.value)
+      yield* Effect.forkScoped(Demo.operator({ namespace }))
+      yield* bounded(show(namespace))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provideMerge(demoLayer))),
+      Effect.catchTag("ServeError", (error) =>
+        Effect.fail(new ConfigurationError({ message: `the demo could not start its simulated API server: ${error.message}` })))
+    )
+  }).pipe(
+    Effect.catchTag("StdoutClosed", () => Effect.void),
+    Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view)))
+  )
+})
+
+/** The command, for `@effect/cli`. */
+export const command = Command.make(Name, flags, run).pipe(
+  Command.withDescription(
+    "Keep the one watch of every Sandbox (jr2.dev/v1alpha1) under a label selector in a namespace, and show it: a live table on a terminal, NDJSON otherwise."
+  )
+)
+
+const cli = Command.run(command, { name: Name, version: Version })
+
+/**
+ * The whole program for `argv` (as `process.argv`): a usage error exits 2 (`@effect/cli` has said
+ * why), a configuration error is one line on stderr and exits 1, a defect is a bug and says so.
+ */
+export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, ExitCode> =>
+  cli(argv).pipe(
+    Effect.catchAll((error) =>
+      ValidationError.isValidationError(error)
+        ? Effect.fail(new ExitCode({ code: 2 }))
+        : Effect.zipRight(
+          Effect.sync(() => process.stderr.write(`${Name}: ${error.message}\n`)),
+          Effect.fail(new ExitCode({ code: 1 }))
+        )
+    ),
+    Effect.catchAllDefect((defect) =>
+      Effect.zipRight(
+        Effect.sync(() => process.stderr.write(`${Name}: internal error (a bug): ${Cause.pretty(Cause.die(defect))}\n`)),
+        Effect.fail(new ExitCode({ code: 70 }))
+      )
+    ),
+    Effect.provide(NodeContext.layer)
+  )
+
+/** The exit code a finished `main` asks for. */
+export const exitCode = (cause: Cause.Cause<unknown>): number =>
+  Cause.isInterruptedOnly(cause)
+    ? 0
+    : Option.match(Cause.failureOption(cause), { onNone: () => 1, onSome: (e) => (e instanceof ExitCode ? e.code : 1) })

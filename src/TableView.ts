@@ -1,0 +1,214 @@
+/**
+ * The program's live view for a terminal, like `kubectl get -w` but redrawn in place: one row per
+ * Sandbox (name, phase, ready, scheduled, restarts, last change and the most telling reason), a
+ * status line from the watch's health, and the latest log lines beneath.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
+import type { Sandbox } from "./Sandbox.ts"
+import { condition } from "./Sandbox.ts"
+import * as Evidence from "./SandboxEvidence.ts"
+import type { SandboxWatchHealth } from "./SandboxWatch.ts"
+import { SandboxWatch } from "./SandboxWatch.ts"
+
+/** One Sandbox as the view shows it: its last state (none: gone) and when that was heard. */
+export interface Row {
+  readonly sandbox: Option.Option<Sandbox>
+  /** Epoch milliseconds. */
+  readonly changedAt: number
+}
+
+export interface ViewState {
+  readonly rows: ReadonlyMap<string, Row>
+  readonly health: SandboxWatchHealth
+  /** Lines above the table: what is being watched, a demo notice. */
+  readonly header: ReadonlyArray<string>
+  /** The latest log lines, oldest first. */
+  readonly logs: ReadonlyArray<string>
+}
+
+/** How long a gone Sandbox stays on screen (dimmed) before its row is dropped. */
+export const GoneRowTtl = Duration.minutes(1)
+
+const ansi = {
+  reset: "\x1b[0m",
+  bold: "\x1b[1m",
+  dim: "\x1b[2m",
+  red: "\x1b[31m",
+  green: "\x1b[32m",
+  yellow: "\x1b[33m",
+  home: "\x1b[H",
+  clearLine: "\x1b[K",
+  clearBelow: "\x1b[J",
+  hideCursor: "\x1b[?25l",
+  showCursor: "\x1b[?25h"
+}
+
+/** `5s`, `3m`, `2h`: kubectl's short ages. */
+export const age = (millis: number): string => {
+  const s = Math.max(0, Math.floor(millis / 1000))
+  if (s < 120) return `${s}s`
+  const m = Math.floor(s / 60)
+  if (m < 120) return `${m}m`
+  return `${Math.floor(m / 60)}h`
+}
+
+/** The most telling reason a Sandbox is as it is, or empty. */
+export const note = (sandbox: Sandbox): string => {
+  if (Evidence.isLost(sandbox)) return Evidence.describeReasoned(Evidence.lost(sandbox))
+  const e = Evidence.notReady(sandbox)
+  const waiting = e.waiting.map((w) => `${w.container} ${w.reason ?? "waiting"}`)
+  const parts = [
+    ...Option.toArray(Option.map(e.unscheduled, (c) => c.reason)),
+    ...waiting,
+    ...Option.toArray(Option.flatMap(e.harness, (t) => Option.map(t.reason, (r) => `harness ${r}`))),
+    ...Option.toArray(Option.flatMap(e.effector, (t) => Option.map(t.reason, (r) => `effector ${r}`))),
+    ...(sandbox.status?.repos ?? []).filter((r) => r.error !== undefined && r.attempted !== r.fetched).map((r) =>
+      `repo ${r.key} failed`
+    )
+  ]
+  return parts.join(", ")
+}
+
+const conditionCell = (sandbox: Sandbox, type: string): string => {
+  const c = condition(sandbox, type)
+  if (c === undefined) return "-"
+  return c.status === "False" && c.reason ? `False (${c.reason})` : c.status
+}
+
+const restarts = (sandbox: Sandbox): number =>
+  (sandbox.status?.harness?.restartCount ?? 0) + (sandbox.status?.effector?.restartCount ?? 0)
+
+const Columns = ["NAME", "PHASE", "READY", "SCHEDULED", "RESTARTS", "LAST CHANGE", "NOTE"] as const
+
+/** The table's cells, one array a row, ordered by name. Gone rows past the TTL are left out. */
+export const cells = (rows: ReadonlyMap<string, Row>, now: number): Array<{ readonly cells: ReadonlyArray<string>; readonly phase: string }> =>
+  [...rows.entries()]
+    .filter(([, row]) => Option.isSome(row.sandbox) || now - row.changedAt < Duration.toMillis(GoneRowTtl))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, row]) =>
+      Option.match(row.sandbox, {
+        onNone: () => ({ phase: "(gone)", cells: [name, "(gone)", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""] }),
+        onSome: (s) => {
+          const phase = Option.getOrElse(Evidence.phase(s), () => "-")
+          return {
+            phase,
+            cells: [
+              name,
+              phase,
+              conditionCell(s, "Ready"),
+              conditionCell(s, "Scheduled"),
+              String(restarts(s)),
+              `${age(now - row.changedAt)} ago`,
+              note(s)
+            ]
+          }
+        }
+      })
+    )
+
+/** The status line: synced, last heard, re-lists, restarts, cached. */
+export const statusLine = (health: SandboxWatchHealth, now: number): string =>
+  [
+    health.synced ? "synced" : "not synced yet",
+    `last heard ${Option.match(health.lastHeard, { onNone: () => "never", onSome: (t) => `${age(now - t)} ago` })}`,
+    `re-lists ${health.relists}`,
+    `watch restarts ${health.watchRestarts}`,
+    `${health.cached} cached`
+  ].join(" | ")
+
+const colour = (phase: string): string =>
+  phase === "Ready" ? ansi.green : phase === "Lost" ? ansi.red : phase === "(gone)" ? ansi.dim : phase === "Pending" ? ansi.yellow : ""
+
+/**
+ * The whole screen as lines, plain (no ANSI) when `colours` is false. Pure: a test can assert it.
+ */
+export const render = (state: ViewState, now: number, options: { readonly colours: boolean; readonly width?: number }): Array<string> => {
+  const table = cells(state.rows, now)
+  const widths = Columns.map((title, i) => Math.max(title.length, ...table.map((r) => r.cells[i]?.length ?? 0)))
+  const pad = (values: ReadonlyArray<string>) =>
+    values.map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i] ?? 0))).join("   ").trimEnd()
+  const clip = (line: string) => (options.width !== undefined && line.length > options.width ? line.slice(0, options.width) : line)
+  const paint = (code: string, line: string) => (options.colours && code !== "" ? `${code}${line}${ansi.reset}` : line)
+  return [
+    ...state.header.map((h) => clip(h)),
+    paint(ansi.dim, clip(statusLine(state.health, now))),
+    "",
+    paint(ansi.bold, clip(pad(Columns))),
+    ...(table.length === 0 ? [paint(ansi.dim, "(no Sandboxes under the selector)")] : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
+    "",
+    ...state.logs.map((l) => paint(ansi.dim, clip(l)))
+  ]
+}
+
+/** A bounded buffer of log lines the view shows under the table. */
+export class LogLines {
+  private readonly lines: Array<string> = []
+  private listener: (() => void) | undefined = undefined
+  constructor(readonly capacity: number) {}
+  push(line: string): void {
+    this.lines.push(line)
+    if (this.lines.length > this.capacity) this.lines.splice(0, this.lines.length - this.capacity)
+    this.listener?.()
+  }
+  get current(): ReadonlyArray<string> {
+    return this.lines
+  }
+  /** Be told of every push (the view redraws); one listener at a time. */
+  onPush(listener: (() => void) | undefined): void {
+    this.listener = listener
+  }
+}
+
+export interface RunOptions {
+  readonly header: ReadonlyArray<string>
+  readonly logs: LogLines
+  /** Writes a chunk of the screen as it is (no newline added). */
+  readonly write: (text: string) => Effect.Effect<void>
+  /** Columns of the terminal, when known. */
+  readonly width: () => number | undefined
+  readonly colours: boolean
+}
+
+/**
+ * Redraw on every change and every second (ages move), until interrupted; the cursor is shown
+ * again when the view ends.
+ */
+export const run = (options: RunOptions): Effect.Effect<void, never, SandboxWatch> =>
+  Effect.gen(function*() {
+    const watch = yield* SandboxWatch
+    const rows = new Map<string, Row>()
+    const dirty = yield* Queue.sliding<void>(1)
+    const redraw = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const health = yield* watch.health
+      for (const [name, row] of rows) {
+        if (Option.isNone(row.sandbox) && now - row.changedAt >= Duration.toMillis(GoneRowTtl)) rows.delete(name)
+      }
+      const width = options.width()
+      const lines = render({ rows, health, header: options.header, logs: options.logs.current }, now, {
+        colours: options.colours,
+        ...(width === undefined ? {} : { width })
+      })
+      yield* options.write(`${ansi.home}${lines.map((l) => `${l}${ansi.clearLine}`).join("\n")}\n${ansi.clearBelow}`)
+    })
+    yield* Effect.acquireRelease(
+      Effect.zipRight(
+        options.write(`${ansi.hideCursor}\x1b[2J`),
+        Effect.sync(() => options.logs.onPush(() => Queue.unsafeOffer(dirty, undefined)))
+      ),
+      () => Effect.zipRight(Effect.sync(() => options.logs.onPush(undefined)), options.write(ansi.showCursor))
+    )
+    const changes = watch.allChanges.pipe(
+      Stream.mapEffect((change) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => rows.set(change.name, { sandbox: change.sandbox, changedAt: now }))
+        )
+      ),
+      Stream.runForEach(() => Queue.offer(dirty, undefined))
+    )
+    const ticks = Effect.repeat(Queue.offer(dirty, undefined), Schedule.spaced("1 second"))
+    const draws = Effect.forever(Effect.zipRight(Queue.take(dirty), redraw))
+    yield* Effect.all([changes, ticks, draws], { concurrency: "unbounded", discard: true })
+  }).pipe(Effect.scoped)
