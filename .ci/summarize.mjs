@@ -1,0 +1,18 @@
+// Prints one "vitest: N passed, N failed, N skipped" line over every vitest JSON report given, and
+// fails when a report is missing (a suite that did not run is not a suite that passed).
+import { existsSync, readFileSync } from "node:fs"
+
+let passed = 0, failed = 0, skipped = 0, missing = 0
+for (const file of process.argv.slice(2)) {
+  if (!existsSync(file)) {
+    console.error(`no test report at ${file}: that suite did not run`)
+    missing++
+    continue
+  }
+  const report = JSON.parse(readFileSync(file, "utf8"))
+  passed += report.numPassedTests
+  failed += report.numFailedTests
+  skipped += report.numPendingTests + report.numTodoTests
+}
+console.log(`vitest: ${passed} passed, ${failed} failed, ${skipped} skipped`)
+process.exit(failed > 0 || missing > 0 ? 1 : 0)
