@@ -17,7 +17,7 @@ import type { SandboxWatchService } from "./SandboxWatch.ts"
 
 /** The operator says the Sandbox is `Lost`: its pod is gone or terminal, and it never comes back. */
 export class SandboxLost extends Data.TaggedError("SandboxLost")<{
-  readonly name: string
+  readonly sandboxName: string
   /** The `Lost` condition's reason (`Evicted`, `NodeLost`, `PodDeleted`, ...); `Unknown` without one. */
   readonly reason: string
   /** The `Lost` condition's message. */
@@ -25,18 +25,18 @@ export class SandboxLost extends Data.TaggedError("SandboxLost")<{
   readonly sandbox: Sandbox
 }> {
   override get message(): string {
-    return `sandbox "${this.name}" is Lost (${Evidence.describeReasoned({ reason: this.reason, message: this.detail })}); a Lost Sandbox never comes back: provision a new one`
+    return `sandbox "${this.sandboxName}" is Lost (${Evidence.describeReasoned({ reason: this.reason, message: this.detail })}); a Lost Sandbox never comes back: provision a new one`
   }
 }
 
 /** The cluster says the Sandbox is not there: deleted, or it no longer matches the watch's selector. */
 export class SandboxGone extends Data.TaggedError("SandboxGone")<{
-  readonly name: string
+  readonly sandboxName: string
   /** The Sandbox as last seen before it went, if this wait saw it. */
   readonly lastSeen: Option.Option<Sandbox>
 }> {
   override get message(): string {
-    return `sandbox "${this.name}" is gone: the cluster no longer has it (deleted, or its labels no longer match the watch's selector); provision a new one if it is still needed`
+    return `sandbox "${this.sandboxName}" is gone: the cluster no longer has it (deleted, or its labels no longer match the watch's selector); provision a new one if it is still needed`
   }
 }
 
@@ -53,12 +53,12 @@ export const NotReadyFinding = Data.taggedEnum<NotReadyFinding>()
 
 /** A Sandbox that did not become Ready in time, with what the cluster last said about it. */
 export class SandboxNotReady extends Data.TaggedError("SandboxNotReady")<{
-  readonly name: string
+  readonly sandboxName: string
   readonly timeout: Duration.Duration
   readonly finding: NotReadyFinding
 }> {
   override get message(): string {
-    const head = `sandbox "${this.name}" is not Ready after ${Duration.format(this.timeout)}`
+    const head = `sandbox "${this.sandboxName}" is not Ready after ${Duration.format(this.timeout)}`
     return NotReadyFinding.$match(this.finding, {
       NotSynced: () =>
         `${head}: the watch has not finished its first list, so the cluster has said nothing about it; check that the API server is reachable and that the Sandbox resource is installed`,
@@ -71,7 +71,7 @@ export class SandboxNotReady extends Data.TaggedError("SandboxNotReady")<{
 
 /** The node cache tried the asked revision of a repo and said why it could not fetch it. */
 export class RepoFetchFailed extends Data.TaggedError("RepoFetchFailed")<{
-  readonly name: string
+  readonly sandboxName: string
   readonly key: string
   readonly asked: string
   /** The entry's `error`, in the node cache's words. */
@@ -79,13 +79,13 @@ export class RepoFetchFailed extends Data.TaggedError("RepoFetchFailed")<{
   readonly entry: RepoStatus
 }> {
   override get message(): string {
-    return `sandbox "${this.name}" could not fetch repo "${this.key}" at "${this.asked}": ${Evidence.oneLine(this.error)}`
+    return `sandbox "${this.sandboxName}" could not fetch repo "${this.key}" at "${this.asked}": ${Evidence.oneLine(this.error)}`
   }
 }
 
 /** The asked revision of a repo had not landed when the wait ran out. */
 export class RepoFetchTimedOut extends Data.TaggedError("RepoFetchTimedOut")<{
-  readonly name: string
+  readonly sandboxName: string
   readonly key: string
   readonly asked: string
   readonly timeout: Duration.Duration
@@ -95,7 +95,7 @@ export class RepoFetchTimedOut extends Data.TaggedError("RepoFetchTimedOut")<{
   readonly lastSeen: Option.Option<Sandbox>
 }> {
   override get message(): string {
-    const head = `sandbox "${this.name}" has not fetched repo "${this.key}" at "${this.asked}" after ${Duration.format(this.timeout)}`
+    const head = `sandbox "${this.sandboxName}" has not fetched repo "${this.key}" at "${this.asked}" after ${Duration.format(this.timeout)}`
     if (Option.isNone(this.lastSeen)) {
       return `${head}: the watch heard nothing of the Sandbox; check that the API server is reachable`
     }
@@ -202,7 +202,7 @@ const waitOn = <A, E, E2>(
 export const make = (watch: SandboxWatchService): OrchestratorService => {
   const lostError = (name: string, sandbox: Sandbox) => {
     const why = Evidence.lost(sandbox)
-    return new SandboxLost({ name, reason: why.reason, detail: why.message, sandbox })
+    return new SandboxLost({ sandboxName: name, reason: why.reason, detail: why.message, sandbox })
   }
 
   const awaitReady: OrchestratorService["awaitReady"] = (name, options) =>
@@ -215,7 +215,7 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
           // Not there yet is not gone: the watch may not have heard of a Sandbox just created.
           onNone: () =>
             Option.isSome(seenBefore)
-              ? Effect.fail(new SandboxGone({ name, lastSeen: seenBefore }))
+              ? Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: seenBefore }))
               : Effect.succeed(Option.none()),
           onSome: (sandbox) =>
             Evidence.isReady(sandbox)
@@ -230,7 +230,7 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
           onNone: () => (synced ? NotReadyFinding.NeverSeen() : NotReadyFinding.NotSynced()),
           onSome: (sandbox) => NotReadyFinding.Seen({ sandbox, evidence: Evidence.notReady(sandbox) })
         })
-        return Effect.fail(new SandboxNotReady({ name, timeout, finding }))
+        return Effect.fail(new SandboxNotReady({ sandboxName: name, timeout, finding }))
       }
     )
 
@@ -241,12 +241,12 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
       options.timeout,
       (change, seenBefore): Effect.Effect<Option.Option<RepoStatus>, SandboxLost | SandboxGone | RepoFetchFailed> =>
         Option.match(change, {
-          onNone: () => Effect.fail(new SandboxGone({ name, lastSeen: seenBefore })),
+          onNone: () => Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: seenBefore })),
           onSome: (sandbox) => {
             const entry = repoEntry(sandbox, key)
             if (Option.isSome(entry) && entry.value.fetched === asked) return Effect.succeed(entry)
             if (Option.isSome(entry) && entry.value.attempted === asked && entry.value.error !== undefined) {
-              return Effect.fail(new RepoFetchFailed({ name, key, asked, error: entry.value.error, entry: entry.value }))
+              return Effect.fail(new RepoFetchFailed({ sandboxName: name, key, asked, error: entry.value.error, entry: entry.value }))
             }
             if (Evidence.isLost(sandbox)) return Effect.fail(lostError(name, sandbox))
             return Effect.succeed(Option.none())
@@ -255,7 +255,7 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
       ({ seen }) =>
         Effect.fail(
           new RepoFetchTimedOut({
-            name,
+            sandboxName: name,
             key,
             asked,
             timeout: Duration.decode(options.timeout),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import { Cause, Chunk, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as Orchestrator from "../src/Orchestrator.ts"
 import type { Sandbox, SandboxStatus } from "../src/Sandbox.ts"
 import * as FakeSandboxWatch from "./support/FakeSandboxWatch.ts"
@@ -85,10 +85,12 @@ describe("Orchestrator.awaitReady", () => {
       yield* fake.put(lost("s1", "Evicted", "The node was low on resource: memory."))
       const error = failure(yield* Fiber.await(fiber))
       expect(error._tag).toBe("SandboxLost")
-      expect(error).toMatchObject({ name: "s1", reason: "Evicted", detail: Option.some("The node was low on resource: memory.") })
+      expect(error).toMatchObject({ sandboxName: "s1", reason: "Evicted", detail: Option.some("The node was low on resource: memory.") })
       expect(error.message).toBe(
         `sandbox "s1" is Lost (Evicted: The node was low on resource: memory.); a Lost Sandbox never comes back: provision a new one`
       )
+      // Reported as a cause, it reads as its tag and its sentence.
+      expect(Cause.pretty(Cause.fail(error)).split("\n")[0]).toBe(`SandboxLost: ${error.message}`)
       // No time passed: Lost was heard, not timed out.
       expect(yield* TestClock.currentTimeMillis).toBe(0)
     })))
@@ -116,7 +118,7 @@ describe("Orchestrator.awaitReady", () => {
       yield* untilWaiting("s1")
       yield* fake.remove("s1")
       const error = failure(yield* Fiber.await(fiber))
-      expect(error).toMatchObject({ _tag: "SandboxGone", name: "s1", lastSeen: Option.some(pending) })
+      expect(error).toMatchObject({ _tag: "SandboxGone", sandboxName: "s1", lastSeen: Option.some(pending) })
       expect(error.message).toBe(
         `sandbox "s1" is gone: the cluster no longer has it (deleted, or its labels no longer match the watch's selector); provision a new one if it is still needed`
       )
@@ -281,7 +283,7 @@ describe("Orchestrator.awaitRepoFetched", () => {
       expect(fiber.unsafePoll()).toBeNull()
       yield* fake.put(withRepo("s1", { key: "main", asked: "abc", attempted: "abc", error: "fatal: couldn't find remote ref abc" }))
       const error = failure(yield* Fiber.await(fiber))
-      expect(error).toMatchObject({ _tag: "RepoFetchFailed", name: "s1", key: "main", asked: "abc", error: "fatal: couldn't find remote ref abc" })
+      expect(error).toMatchObject({ _tag: "RepoFetchFailed", sandboxName: "s1", key: "main", asked: "abc", error: "fatal: couldn't find remote ref abc" })
       expect(error.message).toBe(`sandbox "s1" could not fetch repo "main" at "abc": fatal: couldn't find remote ref abc`)
     })))
 
@@ -305,7 +307,7 @@ describe("Orchestrator.awaitRepoFetched", () => {
       const o = yield* Orchestrator.Orchestrator
       yield* fake.sync([])
       const error = failure(yield* Effect.exit(o.awaitRepoFetched("s1", "main", "abc", { timeout: "1 minute" })))
-      expect(error).toMatchObject({ _tag: "SandboxGone", name: "s1", lastSeen: Option.none() })
+      expect(error).toMatchObject({ _tag: "SandboxGone", sandboxName: "s1", lastSeen: Option.none() })
     })))
 
   it.effect("fails with SandboxLost when the Sandbox goes Lost while a fetch is awaited", () =>

@@ -77,7 +77,8 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
       health: Effect.gen(function*() {
         const done = yield* Deferred.isDone(synced)
         const map = yield* snapshot
-        return { synced: done, lastHeard: Option.none(), relists: yield* Ref.get(relists), watchRestarts: 0, cached: map.size }
+        const subscribers = [...readers.values()].reduce((sum, n) => sum + n, 0)
+        return { synced: done, lastHeard: Option.none(), relists: yield* Ref.get(relists), watchRestarts: 0, cached: map.size, subscribers }
       })
     }
     const control: FakeSandboxWatchControl = {
