@@ -641,7 +641,8 @@ describe("KubeClient.watch", () => {
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) => {
         res.writeHead(200, { "content-type": "application/json" })
-        res.end(bookmarkLine("1") + `<html>${"garbage ".repeat(100)}</html>\n` + bookmarkLine("2"))
+        // And the response stays open: the client must hang up on its own.
+        res.write(bookmarkLine("1") + `<html>${"garbage ".repeat(100)}</html>\n` + bookmarkLine("2"))
       })
       const client = yield* clientFor(fx.url)
       const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
@@ -651,6 +652,8 @@ describe("KubeClient.watch", () => {
       expect(malformed.excerpt.length).toBeLessThanOrEqual(200)
       expect(malformed.excerpt.startsWith("<html>garbage garbage")).toBe(true)
       expect(malformed.message).toContain(`the watch GET ${Collection}?watch=1 sent a line that is not JSON`)
+      // The failed watch let go of its connection (resolves only when the server saw it close).
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
   it.scoped("fails a line of an unknown event type", () =>
