@@ -129,7 +129,7 @@ export interface KubeClientOptions {
   readonly maxLineBytes?: number
 }
 
-/** 16 MiB: above the apiserver's own 1.5 MiB object limit with room for any envelope. */
+/** 16 MiB: far above what etcd lets an object be (1.5 MiB by default), envelope and all. */
 export const DefaultMaxLineBytes = 16 * 1024 * 1024
 
 const UserAgent = "sandbox-watch/0.1.0"
