@@ -136,7 +136,7 @@ export const render = (state: ViewState, now: number, options: { readonly colour
     paint(ansi.dim, clip(statusLine(state.health, now))),
     "",
     paint(ansi.bold, clip(pad(Columns))),
-    ...(table.length === 0 ? [paint(ansi.dim, "(no Sandboxes under the selector)")] : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
+    ...(table.length === 0 ? [paint(ansi.dim, clip("(no Sandboxes under the selector)"))] : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
     "",
     ...state.logs.map((l) => paint(ansi.dim, clip(l)))
   ]
