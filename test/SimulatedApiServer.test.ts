@@ -427,6 +427,16 @@ describe("SimulatedApiServer: list", () => {
         expect(yield* select("metadata.namespace=other")).toEqual([])
         const all = yield* send(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?fieldSelector=metadata.name%3Da`)
         expect(JSON.parse(all.body).items.map((i: any) => i.metadata.namespace)).toEqual(["ns", "other"])
+        // Across namespaces, pages go by namespace then name and the token's start key says both.
+        const page = JSON.parse((yield* send(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?limit=3`)).body)
+        expect(page.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`)).toEqual(["ns/a", "ns/b", "ns/c"])
+        expect(JSON.parse(Buffer.from(page.metadata.continue, "base64url").toString()).start).toBe("ns/c\u0000")
+        const rest = JSON.parse(
+          (yield* send(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?limit=3&continue=${page.metadata.continue}`)).body
+        )
+        expect(rest.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`)).toEqual(["other/a"])
+        const allWatch = yield* openStream(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?watch=true&resourceVersion=4`)
+        expect((yield* allWatch.json).object.metadata.namespace).toBe("other")
         const bad = yield* send(`${server.url}${collectionPath}?fieldSelector=spec.x%3D1`)
         expect(bad.status).toBe(400)
         expect(JSON.parse(bad.body).message).toBe(
@@ -803,6 +813,19 @@ describe("SimulatedApiServer: faults", () => {
         yield* server.unstall
         const events = [yield* stalled.json, yield* stalled.json]
         expect(events.map((e) => e.object.metadata.name)).toEqual(["a", "b"])
+      })
+    ))
+
+  it.scoped("a stalled watch still ends on closeWatches", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const watch = yield* openStream(`${server.url}${collectionPath}?watch=true`)
+        yield* server.awaitOpenWatches(1)
+        yield* server.stallWatches
+        yield* server.create({ metadata: { name: "a" } })
+        yield* server.closeWatches
+        expect(yield* watch.next).toEqual({ _tag: "End", rest: "" })
+        yield* server.awaitOpenWatches(0)
       })
     ))
 
