@@ -296,6 +296,7 @@ const bootstrap = async (api: Api, namespace: string, child: Child, timeoutMs: n
 /** Starts etcd and kube-apiserver; rejects with {@link ApiServerUnavailable} saying what to do. */
 export const start = async (options: StartOptions = {}): Promise<RealApiServer> => {
   const startedAt = Date.now()
+  reapStale()
   const binary = options.binary ?? binaryPath()
   const timeoutMs = options.readyTimeoutMs ?? 60_000
   if (!fs.existsSync(binary)) {
@@ -311,7 +312,6 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     throw new ApiServerUnavailable({ message: "no openssl on PATH (`apt-get install openssl`)." })
   }
 
-  reapStale()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), tempPrefix))
   fs.chmodSync(dir, 0o700)
   const children: Array<Child> = []

@@ -33,7 +33,10 @@ const controlServer = (server: RealApiServer.RealApiServer, token: string): Prom
       if (req.method === "POST" && url.pathname === "/restart-apiserver") {
         const signal = url.searchParams.get("signal") === "SIGKILL" ? "SIGKILL" : "SIGTERM"
         server.restartApiServer({ signal }).then(
-          (result) => reply(200, result),
+          (result) => {
+            console.log(`[apiserver] kube-apiserver restarted (${signal}); ready again in ${result.readyMs} ms`)
+            reply(200, result)
+          },
           (error: unknown) => reply(500, { error: String(error instanceof Error ? error.message : error) })
         )
         return
@@ -79,7 +82,9 @@ export default async function setup(project: TestProject) {
       control.close(() => resolve())
       control.closeAllConnections()
     })
+    const stopping = Date.now()
     await server.stop()
+    console.log(`[apiserver] etcd and kube-apiserver stopped in ${Date.now() - stopping} ms`)
     delete process.env.SANDBOX_WATCH_APISERVER_FACTS
   }
 }

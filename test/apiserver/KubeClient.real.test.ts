@@ -1,0 +1,108 @@
+/**
+ * The project's `KubeClient` against the real kube-apiserver, connected the way a kubeconfig with
+ * `certificate-authority-data` would connect it (`ApiServerFacts.layerKubeConfig`): TLS verified
+ * with the server's CA, a bearer token. Also the pattern later SandboxWatch tests follow.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Layer, Option, Stream } from "effect"
+import * as KubeClient from "../../src/KubeClient.ts"
+import { Sandbox, SandboxResource } from "../../src/Sandbox.ts"
+import * as FaultProxy from "../support/FaultProxy.ts"
+import * as Facts from "./ApiServerFacts.ts"
+
+const facts = Facts.load()
+const ns = facts.namespace
+
+const clientLayer = (options?: { readonly server?: string; readonly token?: string }) =>
+  KubeClient.layer.pipe(Layer.provide(Facts.layerKubeConfig(facts, options)))
+
+const sandbox = (name: string, run: string) => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace: ns, labels: { "jr2.dev/run": run } }
+})
+
+describe("KubeClient against the real kube-apiserver", () => {
+  it.live("creates, pages through and watches Sandboxes with a verified TLS connection", () =>
+    Effect.gen(function*() {
+      const kube = yield* KubeClient.KubeClient
+      for (const i of [0, 1, 2]) yield* kube.create(SandboxResource, ns, sandbox(`kc-${i}`, "kubeclient"))
+      const labelSelector = "jr2.dev/run=kubeclient"
+      const all = yield* kube.listAll(SandboxResource, Sandbox, { namespace: ns, labelSelector, limit: 2 })
+      expect([all.items.map((s) => s.metadata.name), all.pages, all.restarts, all.undecodable]).toEqual([
+        ["kc-0", "kc-1", "kc-2"],
+        2,
+        0,
+        []
+      ])
+
+      const watched = yield* kube
+        .watch(SandboxResource, Sandbox, {
+          namespace: ns,
+          labelSelector,
+          resourceVersion: all.resourceVersion,
+          allowWatchBookmarks: true,
+          timeoutSeconds: 4
+        })
+        .pipe(Stream.runCollect, Effect.fork)
+      yield* kube.mergePatch(SandboxResource, ns, "kc-1", { status: { phase: "Ready" } }, { subresource: "status" })
+      yield* kube.delete(SandboxResource, ns, "kc-2")
+      const events = Chunk.toArray(yield* watched.await.pipe(Effect.flatten))
+      const objectEvents = events.filter((e) => e.type !== "BOOKMARK")
+      expect(objectEvents.map((e) => (e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, e.name, e.object.status?.phase] : [e.type])))
+        .toEqual([
+          ["MODIFIED", "kc-1", "Ready"],
+          ["DELETED", "kc-2", undefined]
+        ])
+      expect(events.filter((e) => e.type === "BOOKMARK").length).toBeGreaterThanOrEqual(1)
+    }).pipe(Effect.provide(clientLayer())))
+
+  it.live("a watch from an expired resourceVersion yields the ERROR 410 event", () =>
+    Effect.gen(function*() {
+      const kube = yield* KubeClient.KubeClient
+      const events = yield* kube.watch(SandboxResource, Sandbox, { namespace: ns, resourceVersion: "1" }).pipe(Stream.runCollect)
+      expect(Chunk.toArray(events).map((e) => (e.type === "ERROR" ? [e.type, e.status.code, e.status.reason] : [e.type])))
+        .toEqual([["ERROR", 410, "Expired"]])
+    }).pipe(Effect.provide(clientLayer())))
+
+  it.live("401 and 403 come back as typed KubeStatusErrors", () =>
+    Effect.gen(function*() {
+      const unauthorized = yield* KubeClient.KubeClient.pipe(
+        Effect.flatMap((kube) => kube.list(SandboxResource, Sandbox, { namespace: ns })),
+        Effect.provide(clientLayer({ token: "wrong" })),
+        Effect.flip
+      )
+      expect([unauthorized._tag, unauthorized._tag === "KubeStatusError" ? unauthorized.code : 0]).toEqual(["KubeStatusError", 401])
+      const forbidden = yield* KubeClient.KubeClient.pipe(
+        Effect.flatMap((kube) => kube.watch(SandboxResource, Sandbox, { namespace: ns, timeoutSeconds: 1 }).pipe(Stream.runDrain)),
+        Effect.provide(clientLayer({ token: facts.limitedUserToken })),
+        Effect.flip
+      )
+      expect(forbidden._tag === "KubeStatusError" ? [forbidden.code, forbidden.reason, forbidden.group, forbidden.kind] : forbidden)
+        .toEqual([403, "Forbidden", Option.some("jr2.dev"), Option.some("sandboxes")])
+    }))
+
+  it.live("through the fault proxy, a reset mid-watch is a KubeTransportError, not a clean end", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const proxy = yield* FaultProxy.make({ targetPort: facts.port })
+      const result = yield* Effect.gen(function*() {
+        const kube = yield* KubeClient.KubeClient
+        const labelSelector = "jr2.dev/run=kubeclient-proxy"
+        const list = yield* kube.list(SandboxResource, Sandbox, { namespace: ns, labelSelector })
+        const first = yield* Deferred.make<string>()
+        const watch = yield* kube.watch(SandboxResource, Sandbox, { namespace: ns, labelSelector, resourceVersion: list.resourceVersion })
+          .pipe(
+            Stream.tap((event) => Deferred.succeed(first, event.type)),
+            Stream.runDrain,
+            Effect.flip,
+            Effect.fork
+          )
+        yield* kube.create(SandboxResource, ns, sandbox("kc-proxy", "kubeclient-proxy"))
+        // The watch is open and delivering: now cut every connection under it.
+        expect(yield* Deferred.await(first)).toBe("ADDED")
+        expect(yield* proxy.resetAll).toBeGreaterThanOrEqual(1)
+        return yield* watch.await.pipe(Effect.flatten)
+      }).pipe(Effect.provide(clientLayer({ server: proxy.url("https") })))
+      expect(result._tag).toBe("KubeTransportError")
+    })))
+})
