@@ -70,12 +70,31 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
     const status = (name: string, patch: Record<string, unknown>) =>
       attempt(`the status of ${name}`, server.mergePatch(name, { status: patch }, { subresource: "status" }))
 
-    /** Ask the Orchestrator what a client would, and tell what it answered. */
+    const followContinuity = (name: string) =>
+      Stream.runForEach(orchestrator.continuity(name), (v) =>
+        Effect.logInfo(
+          `continuity: sandbox "${name}" ${
+            Verdict.$match(v, {
+              Alive: ({ phase }) => `is alive (${Option.getOrElse(phase, () => "no phase yet")})`,
+              Lost: ({ detail, reason }) => `is Lost (${Evidence.describeReasoned({ reason, message: detail })})`,
+              Gone: () => "is gone"
+            })
+          }`
+        )).pipe(Effect.asVoid)
+
+    /**
+     * Ask the Orchestrator what a client would, and tell what it answered. A Sandbox that became
+     * Ready is then followed, as the Orchestrator follows the Sandboxes it holds.
+     */
     const awaitReady = (name: string, timeout: Duration.DurationInput) =>
       orchestrator.awaitReady(name, { timeout }).pipe(
         Effect.matchEffect({
           onFailure: (error) => Effect.logWarning(`orchestrator: ${error.message}`),
-          onSuccess: (s) => Effect.logInfo(`orchestrator: sandbox "${name}" is Ready at ${s.status?.endpoint ?? "(no endpoint)"}`)
+          onSuccess: (s) =>
+            Effect.zipRight(
+              Effect.logInfo(`orchestrator: sandbox "${name}" is Ready at ${s.status?.endpoint ?? "(no endpoint)"}`),
+              followContinuity(name)
+            )
         }),
         Effect.forkScoped
       )
@@ -87,18 +106,6 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
         }),
         Effect.forkScoped
       )
-    const followContinuity = (name: string) =>
-      Stream.runForEach(orchestrator.continuity(name), (v) =>
-        Effect.logInfo(
-          `continuity: sandbox "${name}" ${
-            Verdict.$match(v, {
-              Alive: ({ phase }) => `is alive (${Option.getOrElse(phase, () => "no phase yet")})`,
-              Lost: ({ detail, reason }) => `is Lost (${Evidence.describeReasoned({ reason, message: detail })})`,
-              Gone: () => "is gone"
-            })
-          }`
-        )).pipe(Effect.forkScoped)
-
     const round = (n: number) =>
       Effect.scoped(Effect.gen(function*() {
         const [a, b, c, d] = ["alpha", "bravo", "charlie", "delta"].map((x) => `${x}-${n}`) as [string, string, string, string]
@@ -108,8 +115,6 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
         yield* awaitReady(b, "30 seconds")
         yield* awaitReady(c, "8 seconds")
         yield* awaitReady(d, "8 seconds")
-        yield* followContinuity(a)
-        yield* followContinuity(b)
         yield* beat
 
         const creating = [cond("Scheduled", "True"), cond("Ready", "False", "ContainersNotReady")]
@@ -167,10 +172,12 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
         yield* beat
 
         yield* Effect.logInfo(
-          "demo: fault: the API server restarts and forgets its watch history (the next resume gets 410 Expired, so the watch re-lists)"
+          "demo: fault: the watches stall, the cluster moves on, and the API server restarts and forgets its history (the watch's resume gets 410 Expired, so it re-lists)"
         )
-        yield* server.restart
+        yield* server.stallWatches
         yield* status(b, { harness: { restartCount: 1, lastTerminated: { reason: "OOMKilled", exitCode: 137 } } })
+        yield* status(c, { harness: { restartCount: 0 } })
+        yield* server.restart
         yield* beat
 
         yield* status(b, {
