@@ -1,6 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } from "effect"
+import * as KubeClient from "../src/KubeClient.ts"
 import * as Orchestrator from "../src/Orchestrator.ts"
+import { SandboxResource } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import * as Sim from "../src/SimulatedApiServer.ts"
 import type { Sandbox, SandboxStatus } from "../src/Sandbox.ts"
 import * as FakeSandboxWatch from "./support/FakeSandboxWatch.ts"
 
@@ -402,4 +406,37 @@ describe("Orchestrator.continuity", () => {
       const verdicts = Chunk.toArray(yield* Fiber.join(fiber))
       expect(verdicts.map((v) => v._tag)).toStrictEqual(["Lost"])
     })))
+})
+
+describe("Orchestrator through the real watch and a simulated API server", () => {
+  const Live = Orchestrator.layer.pipe(
+    Layer.provideMerge(SandboxWatch.layer({ namespace: "ns" })),
+    Layer.provide(KubeClient.layer),
+    Layer.provideMerge(Sim.layerWithKubeConfig({ resource: SandboxResource, namespace: "ns" }))
+  )
+  const labelled = (name: string) => ({
+    apiVersion: "jr2.dev/v1alpha1",
+    kind: "Sandbox",
+    metadata: { name, labels: { "jr2.dev/run": "r1" } }
+  })
+
+  it.scopedLive("awaits Ready, then a repo fetch that ends with the Sandbox deleted", () =>
+    Effect.gen(function*() {
+      const server = yield* Sim.SimulatedApiServer
+      const o = yield* Orchestrator.Orchestrator
+      const watch = yield* SandboxWatch.SandboxWatch
+      yield* server.create(labelled("s1"))
+      yield* watch.synced
+      const ready = yield* Effect.fork(o.awaitReady("s1", { timeout: "30 seconds" }))
+      yield* server.mergePatch("s1", { status: { phase: "Pending" } }, { subresource: "status" })
+      yield* server.mergePatch("s1", { status: { phase: "Ready", endpoint: "10.0.0.1:7000" } }, { subresource: "status" })
+      const got = yield* Fiber.join(ready)
+      expect(got.status).toStrictEqual({ phase: "Ready", endpoint: "10.0.0.1:7000" })
+
+      const fetch = yield* Effect.fork(o.awaitRepoFetched("s1", "main", "abc", { timeout: "30 seconds" }))
+      yield* server.mergePatch("s1", { status: { repos: [{ key: "main", asked: "abc" }] } }, { subresource: "status" })
+      yield* server.delete("s1")
+      const error = failure(yield* Fiber.await(fetch))
+      expect(error).toMatchObject({ _tag: "SandboxGone", sandboxName: "s1" })
+    }).pipe(Effect.provide(Live)))
 })
