@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (once) the real kube-apiserver 1.20.2 the apiserver suite runs against, and makes sure
 # etcd and openssl are installed. Idempotent: a cached binary is reused, so CI on the same machine
-# pays the ~5-minute build only once. Any failure exits non-zero: the suite must never pass by
+# pays the build (5 to 30 min) only once. Any failure exits non-zero: the suite must never pass by
 # quietly running against nothing.
 #
 #   SANDBOX_WATCH_CACHE  where the binary and the build tree live (default /var/cache/sandbox-watch)
@@ -49,8 +49,13 @@ ensure_packages() {
   if [ "${#missing[@]}" -gt 0 ]; then
     apt_update_once
     log "apt-get install ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-      || die "apt-get install ${missing[*]} failed"
+    local apt_log
+    apt_log=$(mktemp)
+    if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$apt_log" 2>&1; then
+      tail -n 30 "$apt_log" >&2
+      die "apt-get install ${missing[*]} failed"
+    fi
+    rm -f "$apt_log"
   fi
 }
 
@@ -73,7 +78,7 @@ if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
   exit 0
 fi
 
-log "no cached kube-apiserver at $BIN: building it from Debian's source (about 5 min on 2 cores)"
+log "no cached kube-apiserver at $BIN: building it from Debian's source (5 to 30 min on 2 cores, depending on what else runs; about 1.5 min with a warm Go cache)"
 
 # apt-get source needs a deb-src entry; derive it from the machine's Debian mirror.
 if ! grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
@@ -101,13 +106,16 @@ log "$go_version"
 
 BUILD="$CACHE/build"
 mkdir -p "$BUILD"
-SRC=$(find "$BUILD" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n1 || true)
+SRC=$(find -H "$BUILD" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n1 || true)
 if [ -z "$SRC" ] || [ ! -f "$SRC/.sandbox-watch-fetched" ]; then
   [ -z "$SRC" ] || rm -rf "$SRC"
   apt_update_once
   log "apt-get source kubernetes (into $BUILD)"
-  (cd "$BUILD" && apt-get source -qq kubernetes) || die "apt-get source kubernetes failed (is a deb-src entry for bookworm main configured?)"
-  SRC=$(find "$BUILD" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n1)
+  if ! (cd "$BUILD" && apt-get source -qq kubernetes >"$BUILD/apt-source.log" 2>&1); then
+    tail -n 30 "$BUILD/apt-source.log" >&2
+    die "apt-get source kubernetes failed (is a deb-src entry for bookworm main configured?)"
+  fi
+  SRC=$(find -H "$BUILD" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n1)
   [ -n "$SRC" ] || die "apt-get source kubernetes left no kubernetes-* directory in $BUILD"
   touch "$SRC/.sandbox-watch-fetched"
 fi
