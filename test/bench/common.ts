@@ -67,3 +67,31 @@ export const sentNs = (annotations: Readonly<Record<string, string>> | undefined
   const stamp = annotations?.[key]
   return stamp === undefined || /^0+$/.test(stamp) ? undefined : BigInt(stamp)
 }
+
+/**
+ * The measured window, profiled when the runner asks (`BENCH_PROFILE=<file>`): V8's sampler runs
+ * from `start` to `stop` only, so start-up and set-up do not dilute the figures.
+ */
+export const window = (() => {
+  const file = process.env.BENCH_PROFILE
+  let session: import("node:inspector/promises").Session | undefined
+  return {
+    start: async (): Promise<void> => {
+      if (file === undefined || file === "") return
+      const { Session } = await import("node:inspector/promises")
+      session = new Session()
+      session.connect()
+      await session.post("Profiler.enable")
+      await session.post("Profiler.setSamplingInterval", { interval: 200 })
+      await session.post("Profiler.start")
+    },
+    stop: async (): Promise<void> => {
+      if (session === undefined || file === undefined) return
+      const { profile } = await session.post("Profiler.stop")
+      const { writeFileSync } = await import("node:fs")
+      writeFileSync(file, JSON.stringify(profile))
+      session.disconnect()
+      session = undefined
+    }
+  }
+})()

@@ -159,6 +159,44 @@ export const makeSandbox = (
   }
 }
 
+type Json = Record<string, any>
+
+/**
+ * Sandbox `index` as of watch event `variant`, from its listed state `base`: what the operator's
+ * status writes change (phase, pod, conditions, repo times, the harness's last end and its
+ * message), the rest shared with `base`. Much cheaper than `makeSandbox`, for streams of 200,000.
+ */
+export const evolve = (base: Json, index: number, variant: number, resourceVersion: number, sent = false): Json => {
+  const r = rng(mix32(index * 31 + variant * 7919 + Seed))
+  const changed = time(r)
+  const metadata = base.metadata as Json
+  const status = base.status as Json
+  const managedFields = metadata.managedFields as Array<Json>
+  return {
+    ...base,
+    metadata: {
+      ...metadata,
+      annotations: sent ? { ...metadata.annotations, [SentAnnotation]: SentPlaceholder } : metadata.annotations,
+      generation: 1 + (variant % 3),
+      managedFields: [managedFields[0], { ...managedFields[1], time: changed }],
+      resourceVersion: String(resourceVersion)
+    },
+    status: {
+      ...status,
+      phase: phases[Math.floor(r() * phases.length)]!,
+      podUID: uuid(r),
+      conditions: (status.conditions as Array<Json>).map((c, i) =>
+        i === 0 ? { ...c, status: r() < 0.8 ? "True" : "False", lastTransitionTime: changed } : c
+      ),
+      repos: (status.repos as Array<Json>).map((repo) => ({ key: repo.key, asked: changed, fetched: changed, attempted: changed })),
+      harness: {
+        restartCount: variant % 5,
+        lastTerminated: { reason: "Error", exitCode: 1 + (variant % 3), finishedAt: changed, message: sentence(r, 200) }
+      }
+    }
+  }
+}
+
 /** What a data set is made of; the runner builds the server's bytes from it, children only use counts. */
 export interface DataShape {
   /** Sandboxes listed. */

@@ -34,11 +34,22 @@ const shorten = (url: string) => {
 }
 
 /** Self time by function (name and place), hottest first; idle and GC kept as V8 names them. */
-export const hottest = (file: string, top = 15): { readonly totalMs: number; readonly rows: ReadonlyArray<HotFunction> } => {
+export const hottest = (
+  file: string,
+  top = 15
+): {
+  readonly totalMs: number
+  readonly idleMs: number
+  readonly rows: ReadonlyArray<HotFunction>
+  /** Self time by file or package (`effect/ParseResult.js`, `src/KubeClient.ts`, `(gc)`), hottest first. */
+  readonly modules: ReadonlyArray<{ readonly module: string; readonly selfPercent: number }>
+} => {
   const profile = JSON.parse(Fs.readFileSync(file, "utf8")) as Profile
   const byId = new Map(profile.nodes.map((node) => [node.id, node]))
   const self = new Map<string, { name: string; where: string; us: number }>()
   let total = 0
+  let idle = 0
+  const byModule = new Map<string, number>()
   for (let i = 0; i < profile.samples.length; i++) {
     const node = byId.get(profile.samples[i]!)
     const delta = profile.timeDeltas[i] ?? 0
@@ -46,7 +57,13 @@ export const hottest = (file: string, top = 15): { readonly totalMs: number; rea
     total += delta
     const { functionName, url, lineNumber } = node.callFrame
     const name = functionName === "" ? "(anonymous)" : functionName
+    if (name === "(idle)") {
+      idle += delta
+      continue
+    }
     const where = url === "" ? "" : `${shorten(url)}:${lineNumber + 1}`
+    const module = url === "" ? (name.startsWith("(") ? name : "(native)") : shorten(url).replace(/^effect\/dist\/esm\//, "effect/")
+    byModule.set(module, (byModule.get(module) ?? 0) + delta)
     const key = `${name} ${where}`
     const entry = self.get(key) ?? { name, where, us: 0 }
     entry.us += delta
@@ -55,18 +72,24 @@ export const hottest = (file: string, top = 15): { readonly totalMs: number; rea
   const rows = [...self.values()]
     .sort((a, b) => b.us - a.us)
     .slice(0, top)
-    .map((e) => ({ name: e.name, where: e.where, selfMs: e.us / 1000, selfPercent: (100 * e.us) / Math.max(1, total) }))
-  return { totalMs: total / 1000, rows }
+    .map((e) => ({ name: e.name, where: e.where, selfMs: e.us / 1000, selfPercent: (100 * e.us) / Math.max(1, total - idle) }))
+  const modules = [...byModule.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([module, us]) => ({ module, selfPercent: (100 * us) / Math.max(1, total - idle) }))
+  return { totalMs: (total - idle) / 1000, idleMs: idle / 1000, rows, modules }
 }
 
 export const markdown = (file: string, top = 15): string => {
-  const { totalMs, rows } = hottest(file, top)
+  const { totalMs, idleMs, rows, modules } = hottest(file, top)
   const lines = [
-    `Profile \`${shorten(file)}\`: ${totalMs.toFixed(0)} ms sampled; top ${rows.length} by self time.`,
+    `Profile \`${shorten(file)}\`: ${totalMs.toFixed(0)} ms busy (${idleMs.toFixed(0)} ms idle, not counted); top ${rows.length} by self time, % of busy time.`,
     "",
     "| self % | self ms | function | where |",
     "|---:|---:|---|---|",
-    ...rows.map((r) => `| ${r.selfPercent.toFixed(1)} | ${r.selfMs.toFixed(1)} | \`${r.name}\` | ${r.where} |`)
+    ...rows.map((r) => `| ${r.selfPercent.toFixed(1)} | ${r.selfMs.toFixed(1)} | \`${r.name}\` | ${r.where} |`),
+    "",
+    "By file or package: " + modules.map((m) => `${m.module} ${m.selfPercent.toFixed(1)}%`).join(", ")
   ]
   return lines.join("\n")
 }
@@ -77,5 +100,6 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === Path.res
     console.error("usage: tsx test/bench/profile.ts <file.cpuprofile> [top]")
     process.exit(2)
   }
-  console.log(markdown(file, Number(process.argv[3] ?? "15")))
+  const top = Number(process.argv[3])
+  console.log(markdown(file, Number.isInteger(top) && top > 0 ? top : 15))
 }

@@ -45,6 +45,8 @@ if (flag("help")) {
   process.exit(0)
 }
 const quick = flag("quick")
+/** Child stderr as it comes, and (with BENCH_TRACE=1) every request the replay server answers. */
+const verbose = flag("verbose")
 const num = (name: string, full: number, small: number) => Number(option(name) ?? (quick ? small : full))
 const shape: DataShape = {
   n: num("n", 10_000, 2_000),
@@ -139,7 +141,10 @@ const runChild = (
   entry: Entry,
   scenario: Scenario,
   url: string,
-  extraNodeArgs: ReadonlyArray<string> = []
+  /** Where to write a V8 profile of the measured window; none when undefined. */
+  profileFile?: string,
+  /** Node 22's own type stripping instead of tsx: source lines and names survive, for profiles. */
+  stripTypes = false
 ): Promise<ChildResult> => {
   const namespace = `${modeOf(scenario)}-${process.pid}-${++runCounter}`
   const params: ChildParams = {
@@ -155,13 +160,16 @@ const runChild = (
   return new Promise((resolve, reject) => {
     const child = spawn(
       entry.program.node,
-      ["--expose-gc", ...extraNodeArgs, "--import", "tsx", "test/bench/child.ts", JSON.stringify(params)],
-      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "" } }
+      ["--expose-gc", ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
+      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "" } }
     )
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString()
+      if (verbose) process.stderr.write(d)
+    })
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`${entry.key} ${scenario}: no answer in ${childTimeoutMs} ms`))
@@ -301,7 +309,11 @@ const command = `npm run bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`
 
 const profileRun = async (spec: string) => {
   const [programId, scenario] = spec.split(":") as [string, Scenario | undefined]
-  const program = knownPrograms[programId]
+  // tsx hands V8 whitespace-minified code whose functions are all "(anonymous)" on line 1, so a
+  // profile runs on Node 22's own type stripping (exact names and lines): a Node 20 program is
+  // profiled as its Node 22 twin.
+  const asked = knownPrograms[programId]
+  const program = asked?.nodeName === "20" ? (knownPrograms[asked.id.replace("@20", "@22")] ?? asked) : asked
   if (program === undefined || scenario === undefined || !allScenarios.includes(scenario)) {
     throw new Error(`--profile <program>:<scenario>, e.g. sw@20:tp; programs ${Object.keys(knownPrograms).join(", ")}`)
   }
@@ -318,7 +330,9 @@ const profileRun = async (spec: string) => {
   const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.cpuprofile`
   const server = await Server.start(shape)
   try {
-    const result = await runChild(entry, scenario, server.url, ["--cpu-prof", `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`])
+    if (program !== asked) console.log(`Profiling ${program.id} for ${asked?.id}: V8 profiles need Node 22's type stripping (tsx loses names and lines).`)
+    const strip = program.nodeName === "22"
+    const result = await runChild(entry, scenario, server.url, Path.join(dir, name), strip)
     console.log(`${entry.label}, ${scenario}: ${JSON.stringify(result.figures)}\n`)
     console.log(markdown(Path.join(dir, name), Number(option("top") ?? "20")))
   } finally {

@@ -20,6 +20,7 @@ import type { AddressInfo } from "node:net"
 import {
   type DataShape,
   eventTarget,
+  evolve,
   Group,
   listResourceVersion,
   makeSandbox,
@@ -47,8 +48,13 @@ const bookmarkLine = (resourceVersion: number) =>
     object: { kind: "Sandbox", apiVersion: `${Group}/${Version}`, metadata: { resourceVersion: String(resourceVersion) } }
   }) + "\n"
 
-const eventLine = (index: number, variant: number, resourceVersion: number, sent = false) =>
-  JSON.stringify({ type: "MODIFIED", object: makeSandbox(index, variant, resourceVersion, ObjectNamespace, sent) }) + "\n"
+/** Listed states by index, the bases events evolve from. */
+const bases = new Map<number, Record<string, unknown>>()
+const eventLine = (index: number, variant: number, resourceVersion: number, sent = false) => {
+  let base = bases.get(index)
+  if (base === undefined) bases.set(index, (base = makeSandbox(index, 0, index + 1, ObjectNamespace)))
+  return JSON.stringify({ type: "MODIFIED", object: evolve(base, index, variant, resourceVersion, sent) }) + "\n"
+}
 
 /** `count` events over the first `names` names, with a bookmark after every 1,000th. */
 const buildStream = (shape: DataShape, count: number, names: number, salt: number): EventStream => {
@@ -56,16 +62,21 @@ const buildStream = (shape: DataShape, count: number, names: number, salt: numbe
   const parts: Array<Buffer> = []
   const offsets = new Float64Array(count + 1)
   let size = 0
-  let batch = ""
+  let batch: Array<string> = []
+  let batchBytes = 0
+  const add = (line: string) => {
+    batch.push(line)
+    batchBytes += Buffer.byteLength(line)
+  }
   for (let k = 1; k <= count; k++) {
-    offsets[k - 1] = size + Buffer.byteLength(batch)
-    batch += eventLine(eventTarget(k, names, salt), k, base + k)
-    if (k % BookmarkEvery === 0) batch += bookmarkLine(base + k)
-    if (batch.length > 4 * 1024 * 1024 || k === count) {
-      const buffer = Buffer.from(batch)
-      parts.push(buffer)
-      size += buffer.length
-      batch = ""
+    offsets[k - 1] = size + batchBytes
+    add(eventLine(eventTarget(k, names, salt), k, base + k))
+    if (k % BookmarkEvery === 0) add(bookmarkLine(base + k))
+    if (batchBytes > 4 * 1024 * 1024 || k === count) {
+      parts.push(Buffer.from(batch.join("")))
+      size += batchBytes
+      batch = []
+      batchBytes = 0
     }
   }
   offsets[count] = size
@@ -230,8 +241,10 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   }
 
   const prefix = `/apis/${Group}/${Version}/namespaces/`
+  const trace = process.env.BENCH_TRACE === "1"
   const server = Http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1")
+    if (trace) process.stderr.write(`[replay] ${req.method} ${url.pathname}${url.search}\n`)
     if (url.pathname.startsWith("/bench/go/")) {
       const s = state(decodeURIComponent(url.pathname.slice("/bench/go/".length)))
       s.gateOpen = true

@@ -8,7 +8,7 @@
  * specifier so the root's type check does not need that folder installed.
  */
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -73,10 +73,12 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     })
 
   const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
+  if (p.scenario === "sync") await window.start()
   const started = now()
   void informer.start()
   await synced
   const syncedAt = now()
+  if (p.scenario === "sync") await window.stop()
   switch (p.scenario) {
     case "sync":
       return { figures: { ms: syncedAt - started } }
@@ -89,9 +91,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const hot = p.scenario === "fanout"
       const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
       const done = reached(target)
+      await window.start()
       const t0 = now()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       const ms = now() - t0
       return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
     }
@@ -99,9 +103,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
       const done = reached(target)
       const before = await settledHeap()
+      await window.start()
       const t0 = now()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       const ms = now() - t0
       const after = await settledHeap()
       return {
@@ -120,8 +126,10 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
         const sent = sentNs(object.metadata.annotations, SentAnnotation)
         if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
       })
+      await window.start()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       return { figures: latencyFigures(samples) }
     }
   }

@@ -6,7 +6,7 @@
  */
 import * as Http from "node:http"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -24,7 +24,10 @@ class Floor {
   private readonly path: string
   private stopped = false
 
-  constructor(readonly server: string, namespace: string) {
+  private readonly server: string
+
+  constructor(server: string, namespace: string) {
+    this.server = server
     this.path = `/apis/${Group}/${Version}/namespaces/${encodeURIComponent(namespace)}/${Plural}`
   }
 
@@ -130,10 +133,12 @@ const reached = (floor: Floor, target: { name: string; resourceVersion: string }
 export const run = async (p: ChildParams): Promise<ChildResult> => {
   const { shape } = p
   const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
+  if (p.scenario === "sync") await window.start()
   const started = now()
   const floor = new Floor(p.url, p.namespace)
   await floor.list(p.pageSize)
   const synced = now()
+  if (p.scenario === "sync") await window.stop()
   if (floor.cache.size !== shape.n) throw new Error(`listed ${floor.cache.size} Sandboxes, expected ${shape.n}`)
   const watching = floor.watch()
   watching.catch((error: unknown) => {
@@ -152,9 +157,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const hot = p.scenario === "fanout"
       const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
       const done = reached(floor, target)
+      await window.start()
       const t0 = now()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       const ms = now() - t0
       return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
     }
@@ -162,9 +169,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
       const done = reached(floor, target)
       const before = await settledHeap()
+      await window.start()
       const t0 = now()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       const ms = now() - t0
       const after = await settledHeap()
       return {
@@ -183,8 +192,10 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
         const sent = sentNs(object.metadata.annotations, SentAnnotation)
         if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
       })
+      await window.start()
       await go(p.url, p.namespace)
       await done
+      await window.stop()
       return { figures: latencyFigures(samples) }
     }
   }

@@ -11,7 +11,7 @@ import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap } from "../common.ts"
+import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
@@ -36,8 +36,14 @@ const untilCached = (watch: Service, name: string, resourceVersion: string) =>
     }
   })
 
-/** Open subscriptions, from the watch's own gauge. */
-const subscriptions = Effect.map(Metric.value(SandboxWatch.metrics.subscribers), (state) => state.value)
+/**
+ * Open subscriptions, from the watch's own gauge (`SandboxWatch.metrics.subscribers`, outside the
+ * service's contract, so read only when it is there); NaN when it is not.
+ */
+const subscriptions: Effect.Effect<number> = (() => {
+  const gauge = (SandboxWatch as { readonly metrics?: { readonly subscribers?: Metric.Metric.Gauge<number> } }).metrics?.subscribers
+  return gauge === undefined ? Effect.succeed(Number.NaN) : Effect.map(Metric.value(gauge), (state) => state.value)
+})()
 
 const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray<unknown>>) =>
   Effect.gen(function*() {
@@ -48,6 +54,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
       Layer.provide(KubeConfig.layerStatic({ server: p.url, namespace: p.namespace }))
     )
     const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
+    if (p.scenario === "sync") yield* Effect.promise(window.start)
     const started = now()
     const context = yield* Layer.build(layer)
     const watch = Context.get(context, SandboxWatch.SandboxWatch)
@@ -89,7 +96,9 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     switch (p.scenario) {
       case "sync": {
         yield* watch.synced
-        return { figures: { ms: now() - started } }
+        const ms = now() - started
+        yield* Effect.promise(window.stop)
+        return { figures: { ms } }
       }
       case "heap": {
         yield* watch.synced
@@ -106,10 +115,12 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* subscribeCounted(target.name, onValue)
         yield* watch.synced
         yield* allSubscribed
+        yield* Effect.promise(window.start)
         const t0 = now()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        yield* Effect.promise(window.stop)
         return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
       }
       case "fanout": {
@@ -136,11 +147,13 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* watch.synced
         yield* allSubscribed
         const before = deliveries
+        yield* Effect.promise(window.start)
         const t0 = now()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* untilCached(watch, target.name, target.resourceVersion)
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        yield* Effect.promise(window.stop)
         return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, subscribers, deliveries: deliveries - before } }
       }
       case "storm": {
@@ -160,10 +173,12 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const fibersBefore = (yield* supervisor.value).length
         const subsBefore = yield* subscriptions
         const healthBefore = yield* watch.health
+        yield* Effect.promise(window.start)
         const t0 = now()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        yield* Effect.promise(window.stop)
         const heapAfter = yield* Effect.promise(settledHeap)
         const fibersAfter = (yield* supervisor.value).length
         const subsAfter = yield* subscriptions
@@ -202,8 +217,10 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         }
         yield* watch.synced
         yield* allSubscribed
+        yield* Effect.promise(window.start)
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
+        yield* Effect.promise(window.stop)
         return { figures: latencyFigures(samples) }
       }
     }
