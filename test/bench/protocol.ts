@@ -20,6 +20,8 @@ export interface ChildParams {
   readonly fanout?: Fanout
   /** Idle subscribers of the `idle` fan-out. */
   readonly idleSubscribers?: number
+  /** Floor only: drop `metadata.managedFields` before caching, the least a slimming cache keeps. */
+  readonly slim?: boolean
   /** The peer package to load (client-node 2.x or its 1.x alias). */
   readonly peer?: string
 }

@@ -106,6 +106,7 @@ interface Entry {
   readonly label: string
   readonly pageSize: number
   readonly fanout?: Fanout
+  readonly slim?: boolean
 }
 
 const entriesOf = (scenario: Scenario): Array<Entry> => {
@@ -126,6 +127,9 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
     out.push({ ...base, key: program.id, pageSize })
     if (scenario === "sync" && program.client === "floor") {
       out.push({ ...base, key: `${program.id}/unpaged`, label: `${base.label}, one unpaged list`, pageSize: 0 })
+    }
+    if (scenario === "heap" && program.client === "floor") {
+      out.push({ ...base, key: `${program.id}/slim`, label: `${base.label}, managedFields deleted`, pageSize, slim: true })
     }
   }
   return out
@@ -155,6 +159,7 @@ const runChild = (
     shape,
     pageSize: entry.pageSize,
     ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
+    ...(entry.slim === true ? { slim: true } : {}),
     ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer })
   }
   return new Promise((resolve, reject) => {

@@ -10,7 +10,12 @@ import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
-  readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly annotations?: Record<string, string> }
+  readonly metadata: {
+    readonly name: string
+    readonly resourceVersion: string
+    readonly annotations?: Record<string, string>
+    managedFields?: unknown
+  }
 }
 
 const Newline = 0x0a
@@ -18,6 +23,8 @@ const Newline = 0x0a
 class Floor {
   readonly cache = new Map<string, KubeObject>()
   resourceVersion = ""
+  /** Drop `managedFields` before caching (the slim floor of the heap table). */
+  slim = false
   /** Called after each object event is in the cache. */
   onObject: ((object: KubeObject) => void) | undefined = undefined
   private readonly agent = new Http.Agent({ keepAlive: true })
@@ -56,7 +63,10 @@ class Floor {
         metadata: { resourceVersion: string; continue?: string }
         items: Array<KubeObject>
       }
-      for (const item of list.items) this.cache.set(item.metadata.name, item)
+      for (const item of list.items) {
+        if (this.slim) delete item.metadata.managedFields
+        this.cache.set(item.metadata.name, item)
+      }
       if (first) this.resourceVersion = list.metadata.resourceVersion
       first = false
       token = list.metadata.continue ?? ""
@@ -136,6 +146,7 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   if (p.scenario === "sync") await window.start()
   const started = now()
   const floor = new Floor(p.url, p.namespace)
+  floor.slim = p.slim === true
   await floor.list(p.pageSize)
   const synced = now()
   if (p.scenario === "sync") await window.stop()
