@@ -66,6 +66,7 @@ export interface SandboxWatchHealth {
   readonly synced: boolean
   /** Epoch milliseconds of the last list, event or bookmark; none before the first answer. */
   readonly lastHeard: Option.Option<number>
+  /** Lists after the first one (an expired resourceVersion, an ERROR event, ...). */
   readonly relists: number
   readonly watchRestarts: number
   readonly cached: number
@@ -420,20 +421,19 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
       return new RoundFailure({ next: "resume", listReason: "initial", pause: pauseBackoff, reason, message: error.message })
     }
 
-    const failureOfErrorEvent = (status: Status, rv: string): RoundFailure =>
+    const failureOfErrorEvent = (status: Status, rv: string, pause: Pause): RoundFailure =>
       status.code === 410 || status.reason === "Expired" || status.reason === "Gone"
         ? new RoundFailure({
           next: "relist",
           listReason: "expired",
-          // Pause decided by whether the watch said anything first: see `pauseAfter` below.
-          pause: pauseNone,
+          pause,
           reason: "expired",
           message: `resourceVersion ${rv} expired (${status.message ?? "410 Gone"})`
         })
         : new RoundFailure({
           next: "relist",
           listReason: "error-event",
-          pause: pauseNone,
+          pause,
           reason: "error-event",
           message: `the watch sent an ERROR (${status.code ?? "no code"} ${status.reason ?? ""}: ${status.message ?? "no message"})`
         })
@@ -452,7 +452,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         Effect.tap((list) =>
           Effect.gen(function*() {
             const applied = yield* applyList(list)
-            counts.relists++
+            if (reason !== "initial") counts.relists++
             yield* heardNow
             yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
             yield* Metric.set(metrics.cached, applied.size)
@@ -517,8 +517,8 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             const said = heard || applied.heard
             heard = said
             if (applied.error !== undefined) {
-              const failure = failureOfErrorEvent(applied.error, current)
-              return yield* Effect.fail(said ? failure : new RoundFailure({ ...failure, pause: pauseFloor }))
+              // Rule 8: a watch that said nothing but the ERROR waits one floor before the re-list.
+              return yield* Effect.fail(failureOfErrorEvent(applied.error, current, said ? pauseNone : pauseFloor))
             }
             return said ? Chunk.of(current) : Chunk.empty<string>()
           })

@@ -24,6 +24,7 @@ import {
   Duration,
   Effect,
   Either,
+  Exit,
   Layer,
   Option,
   Queue,
@@ -781,6 +782,9 @@ const make = (options: Options) =>
             )
             // The apiserver flushes the headers as a watch starts, so a quiet watch is still "open".
             nodeResponse.flushHeaders()
+            // A client that hangs up ends its watch at once, as the apiserver notices a closed
+            // connection; otherwise it would count as open until the next write to it.
+            nodeResponse.once("close", () => Deferred.unsafeDone(handle.closed, Exit.void))
             yield* SubscriptionRef.update(openWatchCount, (n) => n + 1)
             return Stream.fromQueue(handle.queue).pipe(
               Stream.takeWhile((item) => item._tag !== "End"),

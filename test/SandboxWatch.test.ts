@@ -138,7 +138,7 @@ describe("SandboxWatch", () => {
       const w3 = yield* kube.nextWatch
       expect(w3.options.resourceVersion).toBe("20")
       expect((yield* listCalls(kube)).length).toBe(1)
-      expect((yield* watch.health).relists).toBe(1)
+      expect((yield* watch.health).relists).toBe(0)
       // no TestClock.adjust happened: the resumes were immediate
     }))
 
@@ -163,9 +163,10 @@ describe("SandboxWatch", () => {
 
   // -- rule 5 ------------------------------------------------------------------------------------
 
-  it.scoped("5. an ERROR event re-lists (quorum), after events at once", () =>
+  it.scoped("5. an ERROR event re-lists (quorum), after events at once, and says so", () =>
     Effect.gen(function*() {
-      const { kube, watch } = yield* start()
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.emit(added(sandbox("a", "11")), errorEvent(410, "Expired", "too old resource version: 10 (50)"))
@@ -176,7 +177,8 @@ describe("SandboxWatch", () => {
       expect(lists.length).toBe(2)
       expect(lists[1]?.options.resourceVersion).toBeUndefined()
       expect(describeTold(yield* watch.get("a"))).toBe("a@55:Ready")
-      expect((yield* watch.health).relists).toBe(2)
+      expect((yield* watch.health).relists).toBe(1)
+      expect(yield* logs.lines).toContain("resourceVersion 11 expired (too old resource version: 10 (50)); re-listing now")
     }))
 
   it.scoped("5. a watch that says only ERROR re-lists after one back-off floor", () =>

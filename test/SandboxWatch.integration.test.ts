@@ -1,0 +1,220 @@
+/**
+ * The watch end to end: `SandboxWatch` on `KubeClient` over real HTTP against the simulated API
+ * server, with its faults. Every test asserts what subscribers were told, in order. Pauses are
+ * TestClock's; only the sockets are real.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
+import * as KubeClient from "../src/KubeClient.ts"
+import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
+import { eventually, passNextPause } from "./support/waiting.ts"
+
+const sandboxObject = (name: string, phase = "Pending", labels: Record<string, string> = { "jr2.dev/run": "r1" }) => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, labels },
+  spec: { repos: [{ key: "main", url: "https://example.test/repo.git" }], resources: { limits: { memory: "2Gi" } } },
+  status: { phase }
+})
+
+const describeTold = (value: Option.Option<Sandbox>) =>
+  Option.match(value, { onNone: () => "gone", onSome: (s) => `${s.metadata.name}:${s.status?.phase ?? "-"}` })
+
+/** A simulated cluster with `names` in it, and a watch over it. */
+const cluster = (names: ReadonlyArray<string>, options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
+  Effect.gen(function*() {
+    const server = yield* SimulatedApiServer.SimulatedApiServer
+    for (const name of names) yield* server.create(sandboxObject(name))
+    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, ...options })
+    yield* watch.synced
+    yield* server.awaitOpenWatches(1)
+    return { server, watch }
+  })
+
+const record = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
+  Effect.gen(function*() {
+    const told = yield* Ref.make<ReadonlyArray<string>>([])
+    yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
+    return {
+      told: Ref.get(told),
+      /** Waits until `count` things were told, and returns them all. */
+      awaitTold: (count: number) => eventually(Ref.get(told), (t) => t.length >= count)
+    }
+  })
+
+const provideCluster = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.provide(
+    effect,
+    KubeClient.layer.pipe(
+      Layer.provideMerge(SimulatedApiServer.layerWithKubeConfig({ resource: SandboxResource, namespace: "ns", historySize: 20, bookmarkInterval: "1 hour" }))
+    )
+  )
+
+describe("SandboxWatch over HTTP against the simulated API server", () => {
+  it.scoped("lists page by page, then tells creates, status updates, a label removal and a delete, in order", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["s1", "s2", "s3", "s4", "s5"], { pageSize: 2 })
+        const lists = yield* server.requestsOf("list")
+        expect(lists.map((r) => [r.query.limit, r.query.continue !== undefined, r.query.resourceVersion])).toEqual([
+          ["2", false, undefined],
+          ["2", true, undefined],
+          ["2", true, undefined]
+        ])
+        const [firstWatch] = yield* server.requestsOf("watch")
+        expect(firstWatch?.query).toMatchObject({ allowWatchBookmarks: "true", timeoutSeconds: "240", labelSelector: "jr2.dev/run" })
+
+        const s1 = yield* record(watch.changes("s1"))
+        const s2 = yield* record(watch.changes("s2"))
+        const s6 = yield* record(watch.changes("s6"))
+        yield* s6.awaitTold(1)
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        yield* s1.awaitTold(2)
+        yield* server.mergePatch("s2", { metadata: { labels: { "jr2.dev/run": null } } })
+        yield* server.create(sandboxObject("s6"))
+        yield* server.delete("s1")
+        expect(yield* s1.awaitTold(3)).toEqual(["s1:Pending", "s1:Ready", "gone"])
+        expect(yield* s2.awaitTold(2)).toEqual(["s2:Pending", "gone"])
+        expect(yield* s6.awaitTold(2)).toEqual(["gone", "s6:Pending"])
+        const snapshot = yield* watch.snapshot
+        expect([...snapshot.keys()].sort()).toEqual(["s3", "s4", "s5", "s6"])
+        expect((yield* server.requestsOf("list")).length).toBe(3)
+      })
+    ))
+
+  it.scoped("a watch the server closes resumes from the last resourceVersion, with no re-list", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["s1"])
+        const s1 = yield* record(watch.changes("s1"))
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        yield* s1.awaitTold(2)
+        const rv = yield* server.resourceVersion
+        yield* server.closeWatches
+        const watches = yield* server.awaitRequests(2, "watch")
+        expect(watches[1]?.query.resourceVersion).toBe(rv)
+        yield* server.mergePatch("s1", { status: { phase: "Terminating" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(3)).toEqual(["s1:Pending", "s1:Ready", "s1:Terminating"])
+        expect((yield* server.requestsOf("list")).length).toBe(1)
+      })
+    ))
+
+  it.scoped("an apiserver restart with deletes during the outage: 410, a quorum re-list, and only the deleted told gone", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["keep", "goes"])
+        const keep = yield* record(watch.changes("keep"))
+        const goes = yield* record(watch.changes("goes"))
+        yield* keep.awaitTold(1)
+        yield* goes.awaitTold(1)
+        // Writes the watch does not see (its connection stalled), then a restart: the apiserver's
+        // window of history now starts after the watch's resourceVersion.
+        yield* server.stallWatches
+        yield* server.mergePatch("keep", { metadata: { annotations: { touched: "yes" } } })
+        yield* server.restart
+        yield* server.delete("goes")
+        // The restart closed a watch that had said nothing: one floor before asking again.
+        expect(yield* passNextPause()).toBe(500)
+        // The resume meets an expired resourceVersion: HTTP 200 then ERROR 410. A watch that said
+        // only that waits one floor, then re-lists.
+        const [, resumed] = yield* server.awaitRequests(2, "watch")
+        expect(resumed?.query.resourceVersion).toBe("3")
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(2, "list")
+        yield* server.awaitOpenWatches(1)
+        expect(yield* goes.awaitTold(2)).toEqual(["goes:Pending", "gone"])
+        // keep changed (an annotation) while unseen: the re-list tells it once, with its new state
+        expect(yield* keep.awaitTold(2)).toEqual(["keep:Pending", "keep:Pending"])
+        const lists = yield* server.requestsOf("list")
+        expect(lists.length).toBe(2)
+        expect(lists[1]?.query.resourceVersion).toBeUndefined()
+        expect((yield* watch.health).relists).toBe(1)
+      })
+    ))
+
+  it.scoped("faults tell nobody anything, and the watch rides through each: 429, 500, an HTML page, a malformed line, a truncated line, reset connections", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["s1", "s2", "noise"])
+        const s1 = yield* record(watch.changes("s1"))
+        const s2 = yield* record(watch.changes("s2"))
+        yield* s1.awaitTold(1)
+        let watches = 1
+        let noise = 0
+        /** A change to another Sandbox: the open watch has said something (no silent-close pause). */
+        const hearSomething = Effect.gen(function*() {
+          noise += 1
+          yield* server.mergePatch("noise", { status: { phase: `P${noise}` } }, { subresource: "status" })
+          yield* eventually(watch.get("noise"), (n) => Option.isSome(n) && n.value.status?.phase === `P${noise}`)
+        })
+        const rideThrough = (fault: Effect.Effect<void>, expectedPause: number | "none") =>
+          Effect.gen(function*() {
+            yield* hearSomething
+            yield* fault
+            if (expectedPause !== "none") expect(yield* passNextPause()).toBe(expectedPause)
+            watches += 1
+            yield* eventually(server.requestsOf("watch"), (w) => w.length >= watches)
+            yield* server.awaitOpenWatches(1)
+            watches = (yield* server.requestsOf("watch")).length
+          })
+        const failWatch = (kind: SimulatedApiServer.FaultKind) =>
+          Effect.zipRight(server.failNext(1, kind, { verbs: ["watch"], retryAfterSeconds: 2 }), server.closeWatches)
+
+        // Each fault follows a healthy stream, so each back-off starts again from the floor.
+        yield* rideThrough(failWatch("TooManyRequests"), 2000)
+        yield* rideThrough(failWatch("InternalError"), 500)
+        yield* rideThrough(failWatch("BadGatewayHtml"), 500)
+        yield* rideThrough(server.writeMalformedLine(), 500)
+        yield* rideThrough(server.writeTruncatedLine, 500)
+        yield* rideThrough(server.dropConnections, 500)
+        expect(yield* s1.told).toEqual(["s1:Pending"])
+        expect(yield* s2.told).toEqual(["s2:Pending"])
+        expect((yield* watch.snapshot).size).toBe(3)
+        // and it still hears the cluster
+        yield* server.mergePatch("s2", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s2.awaitTold(2)).toEqual(["s2:Pending", "s2:Ready"])
+        expect((yield* server.requestsOf("list")).length).toBe(1)
+      })
+    ))
+
+  it.scoped("403 on watch backs off; granting it heals the watch without a restart", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["s1"])
+        const s1 = yield* record(watch.changes("s1"))
+        yield* s1.awaitTold(1)
+        yield* server.forbid("watch")
+        yield* server.closeWatches
+        // the closed watch had said nothing: one floor; then 403 twice: the back-off doubles
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(2, "watch")
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(3, "watch")
+        expect(yield* passNextPause()).toBe(1000)
+        yield* server.allow()
+        yield* passNextPause()
+        yield* server.awaitOpenWatches(1)
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+      })
+    ))
+
+  it.scoped("a stalled watch is taken for dead after timeoutSeconds plus the margin and resumed", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const { server, watch } = yield* cluster(["s1"], { timeoutSeconds: 60, idleMargin: "5 seconds" })
+        const s1 = yield* record(watch.changes("s1"))
+        yield* s1.awaitTold(1)
+        yield* server.stallWatches
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        // The watch heard nothing since it opened at time 0: 60 s + 5 s of silence is the limit.
+        yield* TestClock.adjust("64 seconds")
+        expect((yield* server.requestsOf("watch")).length).toBe(1)
+        yield* TestClock.adjust("1 second")
+        yield* server.awaitRequests(2, "watch")
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+      })
+    ))
+})
