@@ -6,6 +6,14 @@ import * as Http from "node:http"
 
 declare const gc: undefined | (() => void)
 
+/** Writes a heap snapshot where the runner asked (`BENCH_HEAPSNAPSHOT=<file>`); else nothing. */
+export const snapshotIfAsked = async (): Promise<void> => {
+  const file = process.env.BENCH_HEAPSNAPSHOT
+  if (file === undefined || file === "") return
+  const { writeHeapSnapshot } = await import("node:v8")
+  writeHeapSnapshot(file)
+}
+
 /** `heapUsed` after collecting until it stops shrinking; needs `--expose-gc`. */
 export const settledHeap = async (): Promise<number> => {
   if (typeof gc !== "function") throw new Error("run the child with --expose-gc: heap figures need a full collection")

@@ -7,7 +7,8 @@
  *   npm run bench -- --quick              # development: smaller N and M, 2 rounds
  *   npm run bench -- --only sync,heap     # some scenarios
  *   npm run bench -- --programs sw@20,floor@20
- *   npm run bench -- --profile sw@20:tp   # one child under --cpu-prof, and its hottest functions
+ *   npm run bench -- --profile sw@20:tp   # one child's measured window profiled, and its hottest functions
+ *   npm run bench -- --snapshot sw@20     # the heap scenario with a heap snapshot, by constructor
  *
  * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
@@ -20,6 +21,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { DataShape } from "./data.ts"
 import { markdown } from "./profile.ts"
+import { markdown as snapshotMarkdown } from "./snapshot.ts"
 import type { ChildParams, ChildResult, Fanout, Scenario } from "./protocol.ts"
 import { modeOf } from "./protocol.ts"
 import * as Server from "./server.ts"
@@ -148,7 +150,9 @@ const runChild = (
   /** Where to write a V8 profile of the measured window; none when undefined. */
   profileFile?: string,
   /** Node 22's own type stripping instead of tsx: source lines and names survive, for profiles. */
-  stripTypes = false
+  stripTypes = false,
+  /** Where to write a heap snapshot at the end of the heap scenario; none when undefined. */
+  snapshotFile?: string
 ): Promise<ChildResult> => {
   const namespace = `${modeOf(scenario)}-${process.pid}-${++runCounter}`
   const params: ChildParams = {
@@ -166,7 +170,7 @@ const runChild = (
     const child = spawn(
       entry.program.node,
       ["--expose-gc", ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
-      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "" } }
+      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "", BENCH_HEAPSNAPSHOT: snapshotFile ?? "" } }
     )
     let stdout = ""
     let stderr = ""
@@ -345,9 +349,31 @@ const profileRun = async (spec: string) => {
   }
 }
 
+/** The heap scenario of one program, with a heap snapshot of its cache, summarised by constructor. */
+const snapshotRun = async (programId: string) => {
+  const program = knownPrograms[programId]
+  if (program === undefined) throw new Error(`--snapshot <program>; one of ${Object.keys(knownPrograms).join(", ")}`)
+  const saved = programs.splice(0, programs.length, program)
+  const entry = entriesOf("heap")[0]!
+  programs.splice(0, programs.length, ...saved)
+  const dir = Path.join(cacheDir, "snapshots")
+  Fs.mkdirSync(dir, { recursive: true })
+  const file = Path.join(dir, `${program.id.replace(/[@/]/g, "_")}-${Date.now()}.heapsnapshot`)
+  const server = await Server.start(shape)
+  try {
+    const result = await runChild(entry, "heap", server.url, undefined, false, file)
+    console.log(`${entry.label}, heap: ${JSON.stringify(result.figures)}\n`)
+    console.log(snapshotMarkdown(file, Number(option("top") ?? "25"), shape.n))
+  } finally {
+    await server.close()
+  }
+}
+
 const main = async () => {
   const profile = option("profile")
   if (profile !== undefined) return profileRun(profile)
+  const snapshot = option("snapshot")
+  if (snapshot !== undefined) return snapshotRun(snapshot)
 
   const load = () => Os.loadavg().map((x) => x.toFixed(2)).join(" ")
   const startedAt = new Date()
