@@ -29,7 +29,7 @@ const start = (options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
       Scope.extend(scope),
       Effect.supervised(fibers)
     )
-    return { kube, watch, stop: Scope.close(scope, Exit.void), liveFibers: Effect.map(fibers.value, Chunk.size) }
+    return { kube, watch, stop: Scope.close(scope, Exit.void), liveFibers: Effect.map(fibers.value, (all) => all.length) }
   })
 
 /** What a subscriber was told, as short strings: `name@rv:phase` or `gone`. */
