@@ -586,6 +586,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
               reason: failure.reason
             })
           )
+          if (failure.next === "relist") yield* Ref.set(state, { _tag: "NeedsList", reason: failure.listReason })
           return delay
         })
       )
@@ -595,7 +596,6 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
       Effect.gen(function*() {
         counts.watchRestarts++
         yield* Metric.increment(Metric.tagged(metrics.restarts, "reason", failure.reason))
-        if (failure.next === "relist") yield* Ref.set(state, { _tag: "NeedsList", reason: failure.listReason })
       })
 
     const loop = Stream.forever(round).pipe(
