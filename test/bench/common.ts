@@ -43,6 +43,12 @@ export const go = (url: string, namespace: string): Promise<void> =>
 
 export const now = (): number => performance.now()
 
+/** CPU milliseconds (user + system) this process has used: what a figure cost, contention aside. */
+export const cpuMs = (): number => {
+  const { user, system } = process.cpuUsage()
+  return (user + system) / 1000
+}
+
 /** Nanoseconds on the clock every process of this machine shares (CLOCK_MONOTONIC). */
 export const hrtimeNs = (): bigint => process.hrtime.bigint()
 

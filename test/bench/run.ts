@@ -226,20 +226,30 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
   const runs = (e: Entry) => (results.get(e.key) ?? []).length
   switch (scenario) {
     case "sync": {
-      lines.push(row(["program", "ms to synced, median (min–max)", "× floor", "target ≤ 1.1× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      lines.push(
+        row(["program", "ms to synced, median (min–max)", "× floor", "target ≤ 1.1× floor", "CPU ms, median", "× floor by CPU", "runs"]),
+        "|---|---:|---:|:---:|---:|---:|---:|"
+      )
       for (const e of entries) {
         const ms = figure(results, e.key, "ms")
+        const cpu = figure(results, e.key, "cpuMs")
         const r = ratio(median(ms), median(figure(results, floorOf(e), "ms")))
-        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 1.1) : "", String(runs(e))]))
+        const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuMs")))
+        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 1.1) : "", fmt(median(cpu)), fmt(rc, 2), String(runs(e))]))
       }
       return { title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`, lines }
     }
     case "tp": {
-      lines.push(row(["program", "events/s, median (min–max)", "× floor", "target ≥ 1.0× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      lines.push(
+        row(["program", "events/s, median (min–max)", "× floor", "target ≥ 1.0× floor", "CPU µs per event, median", "× floor by CPU", "runs"]),
+        "|---|---:|---:|:---:|---:|---:|---:|"
+      )
       for (const e of entries) {
         const eps = figure(results, e.key, "eventsPerSec")
+        const cpu = figure(results, e.key, "cpuUsPerEvent")
         const r = ratio(median(eps), median(figure(results, floorOf(e), "eventsPerSec")))
-        lines.push(row([e.label, spread(eps), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r >= 1.0) : "", String(runs(e))]))
+        const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuUsPerEvent")))
+        lines.push(row([e.label, spread(eps), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r >= 1.0) : "", fmt(median(cpu), 1), fmt(rc, 2), String(runs(e))]))
       }
       return { title: `2. Watch throughput, M = ${fmt(shape.m)} MODIFIED over ${fmt(shape.n)} names, to the last one cached (and told to its subscriber)`, lines }
     }
@@ -253,19 +263,23 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
       return { title: `3. Heap per cached object after GC, N = ${fmt(shape.n)} (heapUsed after sync − before start)`, lines }
     }
     case "fanout": {
-      lines.push(row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "runs"]), "|---|---:|---:|:---:|---:|")
+      lines.push(
+        row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "CPU µs per event, median", "runs"]),
+        "|---|---:|---:|:---:|---:|---:|"
+      )
       for (const e of entries) {
         const eps = figure(results, e.key, "eventsPerSec")
         const base = e.fanout === undefined ? Number.NaN : median(figure(results, `${e.program.id}/none`, "eventsPerSec"))
         const r = ratio(median(eps), base)
-        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", String(runs(e))]))
+        const cpu = median(figure(results, e.key, "cpuUsPerEvent"))
+        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", fmt(cpu, 1), String(runs(e))]))
       }
       return { title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`, lines }
     }
     case "storm": {
       lines.push(
-        row(["program", "resumes/s", "heap growth MB, median (max)", "live fibers before → after", "subscriptions before → after", "target: < 2 MB, back to before", "runs"]),
-        "|---|---:|---:|---:|---:|:---:|---:|"
+        row(["program", "resumes/s", "CPU ms per resume", "heap growth MB, median (max)", "live fibers before → after", "subscriptions before → after", "target: < 2 MB, back to before", "runs"]),
+        "|---|---:|---:|---:|---:|---:|:---:|---:|"
       )
       for (const e of entries) {
         const growth = figure(results, e.key, "heapGrowthMB")
@@ -279,6 +293,7 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
           row([
             e.label,
             spread(figure(results, e.key, "reconnectsPerSec")),
+            fmt(median(figure(results, e.key, "cpuMsPerResume")), 2),
             growth.length === 0 ? "—" : `${fmt(median(growth), 2)} (${fmt(Math.max(...growth), 2)})`,
             isSw ? `${fb.map((x) => fmt(x)).join(",")} → ${fa.map((x) => fmt(x)).join(",")}` : "",
             isSw ? `${sb.map((x) => fmt(x)).join(",")} → ${sa.map((x) => fmt(x)).join(",")}` : "",

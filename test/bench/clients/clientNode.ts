@@ -8,7 +8,7 @@
  * specifier so the root's type check does not need that folder installed.
  */
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
+import { cpuMs, go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -75,15 +75,17 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
   if (p.scenario === "sync") await window.start()
   const started = now()
+  const c0 = cpuMs()
   void informer.start()
   await synced
   const syncedAt = now()
   if (p.scenario === "sync") await window.stop()
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: syncedAt - started } }
+      return { figures: { ms: syncedAt - started, cpuMs: cpuMs() - c0 } }
     case "heap": {
       const heapAfter = await settledHeap()
+      await snapshotIfAsked()
       return { figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 } }
     }
     case "tp":
@@ -93,11 +95,13 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const done = reached(target)
       await window.start()
       const t0 = now()
+      const c0 = cpuMs()
       await go(p.url, p.namespace)
       await done
       await window.stop()
       const ms = now() - t0
-      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+      const cpu = cpuMs() - c0
+      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m } }
     }
     case "storm": {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
@@ -105,15 +109,18 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const before = await settledHeap()
       await window.start()
       const t0 = now()
+      const c0 = cpuMs()
       await go(p.url, p.namespace)
       await done
       await window.stop()
       const ms = now() - t0
+      const cpu = cpuMs() - c0
       const after = await settledHeap()
       return {
         figures: {
           ms,
           reconnectsPerSec: (shape.storm / ms) * 1000,
+          cpuMsPerResume: cpu / shape.storm,
           heapBeforeMB: before / 1048576,
           heapGrowthMB: (after - before) / 1048576
         }

@@ -6,7 +6,7 @@
  */
 import * as Http from "node:http"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
+import { cpuMs, go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -145,6 +145,7 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
   if (p.scenario === "sync") await window.start()
   const started = now()
+  const c0 = cpuMs()
   const floor = new Floor(p.url, p.namespace)
   floor.slim = p.slim === true
   await floor.list(p.pageSize)
@@ -158,9 +159,10 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   })
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: synced - started } }
+      return { figures: { ms: synced - started, cpuMs: cpuMs() - c0 } }
     case "heap": {
       const heapAfter = await settledHeap()
+      await snapshotIfAsked()
       return { figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 } }
     }
     case "tp":
@@ -170,11 +172,13 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const done = reached(floor, target)
       await window.start()
       const t0 = now()
+      const c0 = cpuMs()
       await go(p.url, p.namespace)
       await done
       await window.stop()
       const ms = now() - t0
-      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+      const cpu = cpuMs() - c0
+      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m } }
     }
     case "storm": {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
@@ -182,15 +186,18 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const before = await settledHeap()
       await window.start()
       const t0 = now()
+      const c0 = cpuMs()
       await go(p.url, p.namespace)
       await done
       await window.stop()
       const ms = now() - t0
+      const cpu = cpuMs() - c0
       const after = await settledHeap()
       return {
         figures: {
           ms,
           reconnectsPerSec: (shape.storm / ms) * 1000,
+          cpuMsPerResume: cpu / shape.storm,
           heapBeforeMB: before / 1048576,
           heapGrowthMB: (after - before) / 1048576
         }

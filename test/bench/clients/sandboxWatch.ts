@@ -11,7 +11,7 @@ import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, window } from "../common.ts"
+import { cpuMs, go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
@@ -56,6 +56,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
     if (p.scenario === "sync") yield* Effect.promise(window.start)
     const started = now()
+  const c0 = cpuMs()
     const context = yield* Layer.build(layer)
     const watch = Context.get(context, SandboxWatch.SandboxWatch)
 
@@ -97,12 +98,14 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
       case "sync": {
         yield* watch.synced
         const ms = now() - started
+        const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
-        return { figures: { ms } }
+        return { figures: { ms, cpuMs: cpu } }
       }
       case "heap": {
         yield* watch.synced
         const heapAfter = yield* Effect.promise(settledHeap)
+        yield* Effect.promise(snapshotIfAsked)
         const health = yield* watch.health
         return {
           figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 },
@@ -117,11 +120,13 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* allSubscribed
         yield* Effect.promise(window.start)
         const t0 = now()
+        const c0 = cpuMs()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
-        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000 } }
+        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m } }
       }
       case "fanout": {
         const target = finalEvent(shape.m, hot, Salt.hot, shape.n)
@@ -149,12 +154,14 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const before = deliveries
         yield* Effect.promise(window.start)
         const t0 = now()
+        const c0 = cpuMs()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* untilCached(watch, target.name, target.resourceVersion)
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
-        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, subscribers, deliveries: deliveries - before } }
+        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m, subscribers, deliveries: deliveries - before } }
       }
       case "storm": {
         const target = finalEvent(shape.storm, hot, Salt.storm, shape.n)
@@ -175,9 +182,11 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const healthBefore = yield* watch.health
         yield* Effect.promise(window.start)
         const t0 = now()
+        const c0 = cpuMs()
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
         const ms = now() - t0
+        const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
         const heapAfter = yield* Effect.promise(settledHeap)
         const fibersAfter = (yield* supervisor.value).length
@@ -187,6 +196,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           figures: {
             ms,
             reconnectsPerSec: (shape.storm / ms) * 1000,
+            cpuMsPerResume: cpu / shape.storm,
             heapBeforeMB: heapBefore / 1048576,
             heapGrowthMB: (heapAfter - heapBefore) / 1048576,
             fibersBefore,
