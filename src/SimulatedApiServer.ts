@@ -38,7 +38,7 @@ import type { KubeResource } from "./KubeResource.ts"
 import * as KubeResourceModule from "./KubeResource.ts"
 import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
 import type { FailureStatus } from "./internal/kubeJson.ts"
-import { clone, encodeStatus, encodeUnstructured } from "./internal/kubeJson.ts"
+import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/kubeJson.ts"
 import type { FieldSelector, LabelSelector } from "./internal/labelSelector.ts"
 import {
   isEmptySelection,
@@ -856,7 +856,14 @@ const make = (options: Options) =>
     const serveDelete = (ctx: RequestContext) =>
       Effect.gen(function*() {
         const context = yield* writeContext(managerOf(ctx), false, false)
-        return objectResponse(200)(store.delete(ctx.namespace!, ctx.name!, context))
+        const result = store.delete(ctx.namespace!, ctx.name!, context)
+        if (Either.isLeft(result) || store.get(ctx.namespace!, ctx.name!) !== undefined) return objectResponse(200)(result)
+        // Gone at once: like kube-apiserver for a custom resource, a Success Status naming what went
+        // (the object itself comes back only while finalizers hold the delete).
+        return jsonResponse(
+          200,
+          encodeSuccessStatus({ name: nameOf(result.right), group: resource.group, kind: resource.plural, uid: String(result.right.metadata.uid ?? "") })
+        )
       })
 
     // ---- routes ---------------------------------------------------------------------------------

@@ -93,6 +93,24 @@ export const encodeStatus = (status: FailureStatus): string => {
   )
 }
 
+/**
+ * The Success Status a DELETE of a custom resource answers once the object is gone, fields in Go's
+ * order (no `code`, no `message`: both are empty and omitted).
+ */
+export const encodeSuccessStatus = (details: StatusDetails): string =>
+  encodeStruct({
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Success",
+    details: {
+      name: details.name === "" ? undefined : details.name,
+      group: details.group === "" ? undefined : details.group,
+      kind: details.kind === "" ? undefined : details.kind,
+      uid: details.uid === "" ? undefined : details.uid
+    }
+  })
+
 /** RFC 7386 JSON merge patch: `null` deletes, objects merge, anything else replaces. */
 export const mergePatch = (target: unknown, patch: unknown): unknown => {
   if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch

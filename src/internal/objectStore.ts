@@ -62,6 +62,21 @@ export const namespaceOf = (object: KubeObject): string => String(object.metadat
 export const labelsOf = (object: KubeObject): Readonly<Record<string, string>> | undefined =>
   isRecord(object.metadata.labels) ? (object.metadata.labels as Record<string, string>) : undefined
 
+/**
+ * The apiserver round-trips a custom resource's `metadata` through Go's `ObjectMeta`, whose maps and
+ * lists are `omitempty`: an empty `labels` (the last label patched away) is not stored at all.
+ */
+const dropEmptyMetadata = (metadata: Record<string, unknown>): void => {
+  for (const field of ["labels", "annotations"]) {
+    const value = metadata[field]
+    if (isRecord(value) && Object.keys(value).length === 0) delete metadata[field]
+  }
+  for (const field of ["finalizers", "ownerReferences"]) {
+    const value = metadata[field]
+    if (Array.isArray(value) && value.length === 0) delete metadata[field]
+  }
+}
+
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
 
 /** The storage; see the module comment. */
@@ -288,6 +303,7 @@ export class ObjectStore {
       }
     }
     if (!context.keepStatusOnCreate) delete stored.status
+    dropEmptyMetadata(stored.metadata)
     ;(stored.metadata as Record<string, unknown>).managedFields = this.managedFields(undefined, stored, context, "Update", undefined)
     return Either.right(this.commit("ADDED", key, stored, undefined))
   }
@@ -394,6 +410,7 @@ export class ObjectStore {
         next.metadata.generation = Number(old.metadata.generation ?? 0) + 1
       }
     }
+    dropEmptyMetadata(next.metadata)
     if (jsonEqual(next, old)) return Either.right(old)
     this.rv += 1
     next.metadata.resourceVersion = String(this.rv)
@@ -407,7 +424,12 @@ export class ObjectStore {
     const finalizers = next.metadata.finalizers
     if (next.metadata.deletionTimestamp !== undefined && (!Array.isArray(finalizers) || finalizers.length === 0)) {
       // The last finalizer is gone from an object being deleted: the update completes the delete.
-      return Either.right(this.commit("DELETED", key, next, old))
+      // As kube-apiserver does it, the update itself is never stored: the object is deleted as it
+      // was stored (finalizer and all), which is what the DELETED event carries; the writer is
+      // answered with the object as its update made it.
+      const last: KubeObject = { ...clone(old), metadata: { ...clone(old.metadata), resourceVersion: String(this.rv) } }
+      this.commit("DELETED", key, last, old)
+      return Either.right(next)
     }
     return Either.right(this.commit("MODIFIED", key, next, old))
   }
