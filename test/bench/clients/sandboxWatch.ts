@@ -1,8 +1,8 @@
 /**
  * sandbox-watch as an application uses it: `SandboxWatch.layer` on `KubeClient.layer` on
  * `KubeConfig.layerStatic`, subscribers as `Stream.runForEach(watch.changes(name), ...)` fibers.
- * Every fiber the watch and its subscribers start runs under one `Supervisor.track`, so the storm
- * can count the live ones.
+ * In the storm, every fiber the watch and its subscribers start runs under one `Supervisor.track`,
+ * so it can count the live ones.
  */
 import { Context, Effect, Layer, Metric, Option, Stream, Supervisor } from "effect"
 import type { Scope } from "effect"
@@ -241,8 +241,10 @@ export const run = (p: ChildParams): Promise<ChildResult> =>
     // The scope stays open: the child prints and exits, so closing the watch is not timed or awaited.
     Effect.runFork(
       Effect.gen(function*() {
+        // Only the storm counts fibers: a supervisor's bookkeeping on every fiber start would be
+        // charged to the watch in the other scenarios.
         const supervisor = yield* Supervisor.track
-        const result = yield* Effect.supervised(program(p, supervisor), supervisor)
+        const result = yield* (p.scenario === "storm" ? Effect.supervised(program(p, supervisor), supervisor) : program(p, supervisor))
         resolve(result)
         return yield* Effect.never
       }).pipe(
