@@ -76,6 +76,24 @@ export const until = (check: () => boolean, ms: number, what: string): Promise<v
     poll()
   })
 
+/**
+ * The heap once the storm is a tenth of the way through (the newest resourceVersion seen has
+ * reached `resourceVersion`): growth after this point is what each resume keeps, not warm-up
+ * (compiled code, lazily built state). Measured while the storm goes on.
+ */
+export const heapPartWay = async (newestSeen: () => number, resourceVersion: number): Promise<number> => {
+  await until(() => newestSeen() >= resourceVersion, 600_000, `resourceVersion ${resourceVersion}`)
+  return settledHeap()
+}
+
+/** The storm's heap figures, in MB and KB per resume after warm-up. */
+export const stormHeapFigures = (before: number, partWay: number, after: number, resumesAfterPartWay: number) => ({
+  heapBeforeMB: before / 1048576,
+  heapGrowthMB: (after - before) / 1048576,
+  heapGrowthAfterWarmupMB: (after - partWay) / 1048576,
+  keptBytesPerResume: (after - partWay) / Math.max(1, resumesAfterPartWay)
+})
+
 /** Parses the `bench.jr2.dev/sent` stamp; undefined when the object has none. */
 export const sentNs = (annotations: Readonly<Record<string, string>> | undefined, key: string): bigint | undefined => {
   const stamp = annotations?.[key]

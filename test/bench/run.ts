@@ -278,8 +278,18 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
     }
     case "storm": {
       lines.push(
-        row(["program", "resumes/s", "CPU ms per resume", "heap growth MB, median (max)", "live fibers before → after", "subscriptions before → after", "target: < 2 MB, back to before", "runs"]),
-        "|---|---:|---:|---:|---:|---:|:---:|---:|"
+        row([
+          "program",
+          "resumes/s",
+          "CPU ms per resume",
+          "heap growth MB, median (max)",
+          "bytes kept per resume after the first 10%",
+          "live fibers before → after",
+          "subscriptions before → after",
+          "target: < 2 MB, back to before",
+          "runs"
+        ]),
+        "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
       )
       for (const e of entries) {
         const growth = figure(results, e.key, "heapGrowthMB")
@@ -295,6 +305,7 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
             spread(figure(results, e.key, "reconnectsPerSec")),
             fmt(median(figure(results, e.key, "cpuMsPerResume")), 2),
             growth.length === 0 ? "—" : `${fmt(median(growth), 2)} (${fmt(Math.max(...growth), 2)})`,
+            fmt(median(figure(results, e.key, "keptBytesPerResume"))),
             isSw ? `${fb.map((x) => fmt(x)).join(",")} → ${fa.map((x) => fmt(x)).join(",")}` : "",
             isSw ? `${sb.map((x) => fmt(x)).join(",")} → ${sa.map((x) => fmt(x)).join(",")}` : "",
             isSw && growth.length > 0 ? verdict(Math.max(...growth) < 2 && back) : "",

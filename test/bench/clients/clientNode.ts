@@ -8,7 +8,7 @@
  * specifier so the root's type check does not need that folder installed.
  */
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { cpuMs, go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, window } from "../common.ts"
+import { cpuMs, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -105,12 +105,15 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     }
     case "storm": {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
-      const done = reached(target)
+      let newest = 0
+      const done = reached(target, (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion))))
       const before = await settledHeap()
       await window.start()
       const t0 = now()
       const c0 = cpuMs()
       await go(p.url, p.namespace)
+      const warm = Math.ceil(shape.storm / 10)
+      const partWay = await heapPartWay(() => newest, shape.n + warm)
       await done
       await window.stop()
       const ms = now() - t0
@@ -121,8 +124,7 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
           ms,
           reconnectsPerSec: (shape.storm / ms) * 1000,
           cpuMsPerResume: cpu / shape.storm,
-          heapBeforeMB: before / 1048576,
-          heapGrowthMB: (after - before) / 1048576
+          ...stormHeapFigures(before, partWay, after, shape.storm - warm)
         }
       }
     }

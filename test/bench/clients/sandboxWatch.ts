@@ -11,7 +11,7 @@ import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { cpuMs, go, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, window } from "../common.ts"
+import { cpuMs, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
@@ -166,13 +166,15 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
       case "storm": {
         const target = finalEvent(shape.storm, hot, Salt.storm, shape.n)
         let told: Promise<void> = Promise.resolve()
+        let newest = 0
+        const seen = (value: Option.Option<Sandbox>) => void (newest = Math.max(newest, Number(rvOf(value) ?? 0)))
         for (let i = 0; i < hot; i++) {
           const name = nameOf(i)
           if (name === target.name) {
-            const final = toldOf(target)
+            const final = toldOf(target, seen)
             told = final.told
             yield* subscribeCounted(name, final.onValue)
-          } else yield* subscribeCounted(name, () => undefined)
+          } else yield* subscribeCounted(name, seen)
         }
         yield* watch.synced
         yield* allSubscribed
@@ -184,6 +186,8 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const t0 = now()
         const c0 = cpuMs()
         yield* Effect.promise(() => go(p.url, p.namespace))
+        const warm = Math.ceil(shape.storm / 10)
+        const partWay = yield* Effect.promise(() => heapPartWay(() => newest, shape.n + warm))
         yield* Effect.promise(() => told)
         const ms = now() - t0
         const cpu = cpuMs() - c0
@@ -197,8 +201,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             ms,
             reconnectsPerSec: (shape.storm / ms) * 1000,
             cpuMsPerResume: cpu / shape.storm,
-            heapBeforeMB: heapBefore / 1048576,
-            heapGrowthMB: (heapAfter - heapBefore) / 1048576,
+            ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm),
             fibersBefore,
             fibersAfter,
             subsBefore,
