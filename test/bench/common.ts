@@ -7,11 +7,11 @@ import * as Http from "node:http"
 declare const gc: undefined | (() => void)
 
 /** Writes a heap snapshot where the runner asked (`BENCH_HEAPSNAPSHOT=<file>`); else nothing. */
-export const snapshotIfAsked = async (): Promise<void> => {
+export const snapshotIfAsked = async (suffix = ""): Promise<void> => {
   const file = process.env.BENCH_HEAPSNAPSHOT
   if (file === undefined || file === "") return
   const { writeHeapSnapshot } = await import("node:v8")
-  writeHeapSnapshot(file)
+  writeHeapSnapshot(suffix === "" ? file : file.replace(/\.heapsnapshot$/, `-${suffix}.heapsnapshot`))
 }
 
 /** `heapUsed` after collecting until it stops shrinking; needs `--expose-gc`. */
@@ -83,7 +83,9 @@ export const until = (check: () => boolean, ms: number, what: string): Promise<v
  */
 export const heapPartWay = async (newestSeen: () => number, resourceVersion: number): Promise<number> => {
   await until(() => newestSeen() >= resourceVersion, 600_000, `resourceVersion ${resourceVersion}`)
-  return settledHeap()
+  const heap = await settledHeap()
+  await snapshotIfAsked("partway")
+  return heap
 }
 
 /** The storm's heap figures, in MB and KB per resume after warm-up. */

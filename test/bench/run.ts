@@ -9,6 +9,7 @@
  *   npm run bench -- --programs sw@20,floor@20
  *   npm run bench -- --profile sw@20:tp   # one child's measured window profiled, and its hottest functions
  *   npm run bench -- --snapshot sw@20     # the heap scenario with a heap snapshot, by constructor
+ *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
  *
  * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
@@ -21,7 +22,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { DataShape } from "./data.ts"
 import { markdown } from "./profile.ts"
-import { markdown as snapshotMarkdown } from "./snapshot.ts"
+import { diffMarkdown as snapshotDiff, markdown as snapshotMarkdown } from "./snapshot.ts"
 import type { ChildParams, ChildResult, Fanout, Scenario } from "./protocol.ts"
 import { modeOf } from "./protocol.ts"
 import * as Server from "./server.ts"
@@ -375,21 +376,31 @@ const profileRun = async (spec: string) => {
   }
 }
 
-/** The heap scenario of one program, with a heap snapshot of its cache, summarised by constructor. */
+/**
+ * The heap scenario of one program, with a heap snapshot of its cache, summarised by constructor;
+ * or, with `--only storm`, snapshots a tenth of the way through the storm and at its end, and what
+ * grew between them.
+ */
 const snapshotRun = async (programId: string) => {
   const program = knownPrograms[programId]
   if (program === undefined) throw new Error(`--snapshot <program>; one of ${Object.keys(knownPrograms).join(", ")}`)
   const saved = programs.splice(0, programs.length, program)
-  const entry = entriesOf("heap")[0]!
+  const storm = option("only") === "storm"
+  const entry = entriesOf(storm ? "storm" : "heap")[0]!
   programs.splice(0, programs.length, ...saved)
   const dir = Path.join(cacheDir, "snapshots")
   Fs.mkdirSync(dir, { recursive: true })
   const file = Path.join(dir, `${program.id.replace(/[@/]/g, "_")}-${Date.now()}.heapsnapshot`)
   const server = await Server.start(shape)
   try {
-    const result = await runChild(entry, "heap", server.url, undefined, false, file)
-    console.log(`${entry.label}, heap: ${JSON.stringify(result.figures)}\n`)
-    console.log(snapshotMarkdown(file, Number(option("top") ?? "25"), shape.n))
+    const result = await runChild(entry, storm ? "storm" : "heap", server.url, undefined, false, file)
+    console.log(`${entry.label}, ${storm ? "storm" : "heap"}: ${JSON.stringify(result.figures)}\n`)
+    const top = Number(option("top") ?? "25")
+    if (storm) {
+      const resumes = shape.storm - Math.ceil(shape.storm / 10)
+      console.log(`Grown between a tenth of the way (after ${shape.storm - resumes} resumes) and the end (${resumes} more):\n`)
+      console.log(snapshotDiff(file.replace(/\.heapsnapshot$/, "-partway.heapsnapshot"), file.replace(/\.heapsnapshot$/, "-after.heapsnapshot"), top, resumes))
+    } else console.log(snapshotMarkdown(file, top, shape.n))
   } finally {
     await server.close()
   }

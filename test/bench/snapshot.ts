@@ -52,12 +52,36 @@ export const markdown = (file: string, top = 20, perObjects?: number): string =>
   ].join("\n")
 }
 
+/** What grew between two snapshots of one process, by constructor: bytes and counts, biggest growth first. */
+export const diffMarkdown = (before: string, after: string, top = 20, per?: number): string => {
+  const a = new Map(byConstructor(before, Number.MAX_SAFE_INTEGER).rows)
+  const b = byConstructor(after, Number.MAX_SAFE_INTEGER)
+  const rows = b.rows
+    .map(([name, g]) => {
+      const was = a.get(name) ?? { bytes: 0, count: 0 }
+      return { name, bytes: g.bytes - was.bytes, count: g.count - was.count }
+    })
+    .sort((x, y) => y.bytes - x.bytes)
+    .slice(0, top)
+  const perCol = (x: number) => (per === undefined ? "" : ` | ${(x / per).toFixed(1)}`)
+  return [
+    `| KB grown | count grown | kind${per === undefined ? "" : " | bytes per resume"} |`,
+    `|---:|---:|---|${per === undefined ? "" : "---:|"}`,
+    ...rows.map((r) => `| ${(r.bytes / 1024).toFixed(1)} | ${r.count.toLocaleString("en")} | \`${r.name}\`${perCol(r.bytes)} |`)
+  ].join("\n")
+}
+
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === Path.resolve(process.argv[1])) {
-  const file = process.argv[2]
-  if (file === undefined) {
-    console.error("usage: tsx test/bench/snapshot.ts <file.heapsnapshot> [top]")
+  const [first, second, third] = process.argv.slice(2)
+  if (first === undefined) {
+    console.error("usage: tsx test/bench/snapshot.ts <file.heapsnapshot> [top] | diff <before> <after> [top]")
     process.exit(2)
   }
-  const top = Number(process.argv[3])
-  console.log(markdown(file, Number.isInteger(top) && top > 0 ? top : 20))
+  if (first === "diff" && second !== undefined && third !== undefined) {
+    const top = Number(process.argv[5])
+    console.log(diffMarkdown(second, third, Number.isInteger(top) && top > 0 ? top : 20))
+  } else {
+    const top = Number(second)
+    console.log(markdown(first, Number.isInteger(top) && top > 0 ? top : 20))
+  }
 }

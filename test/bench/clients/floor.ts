@@ -196,6 +196,7 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const ms = now() - t0
       const cpu = cpuMs() - c0
       const after = await settledHeap()
+      await snapshotIfAsked("after")
       return {
         figures: {
           ms,

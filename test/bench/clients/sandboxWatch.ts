@@ -193,6 +193,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
         const heapAfter = yield* Effect.promise(settledHeap)
+        yield* Effect.promise(() => snapshotIfAsked("after"))
         const fibersAfter = (yield* supervisor.value).length
         const subsAfter = yield* subscriptions
         const healthAfter = yield* watch.health
