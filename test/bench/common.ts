@@ -60,8 +60,45 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number => 
 
 /** p50/p99/max in milliseconds of latencies recorded in nanoseconds. */
 export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string, number> => {
-  const sorted = [...samplesNs].sort((a, b) => a - b).map((ns) => ns / 1e6)
-  return { samples: sorted.length, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? Number.NaN }
+  const ms = samplesNs.map((ns) => ns / 1e6)
+  const sorted = [...ms].sort((a, b) => a - b)
+  // The second half alone: past the JIT's warm-up and the first collections after the list.
+  const late = ms.slice(Math.floor(ms.length / 2)).sort((a, b) => a - b)
+  return {
+    samples: sorted.length,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+    p99SecondHalf: percentile(late, 99),
+    /** Where the worst one came, as a fraction of the run (0 = first event). */
+    maxAt: ms.length === 0 ? Number.NaN : ms.indexOf(sorted[sorted.length - 1]!) / ms.length
+  }
+}
+
+/** Garbage collections while it runs: how many, how many full (mark-compact), the longest pause. */
+export const gcWatch = async () => {
+  const { PerformanceObserver, constants } = await import("node:perf_hooks")
+  let count = 0
+  let major = 0
+  let longest = 0
+  let total = 0
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      count++
+      total += entry.duration
+      longest = Math.max(longest, entry.duration)
+      if ((entry.detail as { kind?: number } | undefined)?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) major++
+    }
+  })
+  observer.observe({ entryTypes: ["gc"] })
+  return {
+    stop: async (): Promise<Record<string, number>> => {
+      // Entries are delivered asynchronously: let the last ones arrive.
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      observer.disconnect()
+      return { gcs: count, gcMajor: major, gcLongestMs: longest, gcTotalMs: total }
+    }
+  }
 }
 
 /** Resolves when `check` returns true; polls every millisecond, fails after `ms`. */
@@ -103,11 +140,13 @@ export const sentNs = (annotations: Readonly<Record<string, string>> | undefined
 }
 
 /**
- * The measured window, profiled when the runner asks (`BENCH_PROFILE=<file>`): V8's sampler runs
- * from `start` to `stop` only, so start-up and set-up do not dilute the figures.
+ * The measured window, profiled when the runner asks (`BENCH_PROFILE=<file>`): V8's CPU sampler
+ * (or, for a `.heapprofile` file, its allocation sampler) runs from `start` to `stop` only, so
+ * start-up and set-up do not dilute the figures.
  */
 export const window = (() => {
   const file = process.env.BENCH_PROFILE
+  const allocations = file?.endsWith(".heapprofile") === true
   let session: import("node:inspector/promises").Session | undefined
   return {
     start: async (): Promise<void> => {
@@ -115,13 +154,25 @@ export const window = (() => {
       const { Session } = await import("node:inspector/promises")
       session = new Session()
       session.connect()
-      await session.post("Profiler.enable")
-      await session.post("Profiler.setSamplingInterval", { interval: 200 })
-      await session.post("Profiler.start")
+      if (allocations) {
+        await session.post("HeapProfiler.enable")
+        // Every 4 KB allocated on average; objects collected before `stop` are kept in the profile.
+        await session.post("HeapProfiler.startSampling", {
+          samplingInterval: 4096,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true
+        })
+      } else {
+        await session.post("Profiler.enable")
+        await session.post("Profiler.setSamplingInterval", { interval: 200 })
+        await session.post("Profiler.start")
+      }
     },
     stop: async (): Promise<void> => {
       if (session === undefined || file === undefined) return
-      const { profile } = await session.post("Profiler.stop")
+      const { profile } = allocations
+        ? await session.post("HeapProfiler.stopSampling")
+        : await session.post("Profiler.stop")
       const { writeFileSync } = await import("node:fs")
       writeFileSync(file, JSON.stringify(profile))
       session.disconnect()

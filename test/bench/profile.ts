@@ -80,7 +80,48 @@ export const hottest = (
   return { totalMs: (total - idle) / 1000, idleMs: idle / 1000, rows, modules }
 }
 
+interface AllocationNode {
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
+  readonly selfSize: number
+  readonly children: ReadonlyArray<AllocationNode>
+}
+
+/** Bytes allocated by function (self), from a sampling heap profile (`.heapprofile`). */
+export const allocationsMarkdown = (file: string, top = 15): string => {
+  const root = (JSON.parse(Fs.readFileSync(file, "utf8")) as { head: AllocationNode }).head
+  const byFunction = new Map<string, number>()
+  const byModule = new Map<string, number>()
+  let total = 0
+  const visit = (node: AllocationNode) => {
+    const { functionName, url, lineNumber } = node.callFrame
+    const name = functionName === "" ? "(anonymous)" : functionName
+    const key = `\`${name}\` | ${url === "" ? "" : `${shorten(url)}:${lineNumber + 1}`}`
+    byFunction.set(key, (byFunction.get(key) ?? 0) + node.selfSize)
+    const module = url === "" ? "(native)" : shorten(url).replace(/^effect\/dist\/esm\//, "effect/")
+    byModule.set(module, (byModule.get(module) ?? 0) + node.selfSize)
+    total += node.selfSize
+    for (const child of node.children) visit(child)
+  }
+  visit(root)
+  const rows = [...byFunction.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
+  return [
+    `Allocation profile \`${shorten(file)}\`: ${(total / 1048576).toFixed(1)} MB sampled; top ${rows.length} functions by bytes allocated (self).`,
+    "",
+    "| % | MB | function | where |",
+    "|---:|---:|---|---|",
+    ...rows.map(([key, bytes]) => `| ${((100 * bytes) / Math.max(1, total)).toFixed(1)} | ${(bytes / 1048576).toFixed(1)} | ${key} |`),
+    "",
+    "By file or package: " +
+      [...byModule.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, top)
+        .map(([m, bytes]) => `${m} ${((100 * bytes) / Math.max(1, total)).toFixed(1)}%`)
+        .join(", ")
+  ].join("\n")
+}
+
 export const markdown = (file: string, top = 15): string => {
+  if (file.endsWith(".heapprofile")) return allocationsMarkdown(file, top)
   const { totalMs, idleMs, rows, modules } = hottest(file, top)
   const lines = [
     `Profile \`${shorten(file)}\`: ${totalMs.toFixed(0)} ms busy (${idleMs.toFixed(0)} ms idle, not counted); top ${rows.length} by self time, % of busy time.`,

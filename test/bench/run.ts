@@ -8,6 +8,7 @@
  *   npm run bench -- --only sync,heap     # some scenarios
  *   npm run bench -- --programs sw@20,floor@20
  *   npm run bench -- --profile sw@20:tp   # one child's measured window profiled, and its hottest functions
+ *   npm run bench -- --profile sw@20:lat --allocations   # what allocates, by function
  *   npm run bench -- --snapshot sw@20     # the heap scenario with a heap snapshot, by constructor
  *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
  *
@@ -119,6 +120,10 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
     // client-node's informer lists once, unpaged (its listFn is one call); the others page by 500.
     const pageSize = program.client === "clientNode" ? 0 : 500
     if (scenario === "fanout") {
+      // Its target is relative to sandbox-watch's own no-subscriber run, so one Node suffices:
+      // the project's (20), unless only Node 22 programs were asked for.
+      const fanoutNode = programs.some((p) => p.client === "sandboxWatch" && p.nodeName === "20") ? "20" : "22"
+      if (program.nodeName !== fanoutNode) continue
       if (program.client === "sandboxWatch") {
         for (const fanout of ["none", "idle", "hot"] as const) {
           const what = { none: "no subscriber", idle: `${idleSubscribers.toLocaleString("en")} idle subscribers`, hot: `${shape.hot} subscribers on the hot names` }[fanout]
@@ -317,7 +322,10 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
       return { title: `5. Reconnect storm: ${fmt(shape.storm)} watches each closed after one event and resumed; ${shape.hot} subscribers`, lines }
     }
     case "lat": {
-      lines.push(row(["program", "p50 ms", "p99 ms, median (worst)", "max ms", "events seen", "target p99 < 2 ms", "runs"]), "|---|---:|---:|---:|---:|:---:|---:|")
+      lines.push(
+        row(["program", "p50 ms", "p99 ms, median (worst)", "p99 of the second half", "max ms", "longest GC pause ms", "events seen", "target p99 < 2 ms", "runs"]),
+        "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
+      )
       for (const e of entries) {
         const p99 = figure(results, e.key, "p99")
         lines.push(
@@ -325,7 +333,9 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
             e.label,
             fmt(median(figure(results, e.key, "p50")), 3),
             p99.length === 0 ? "—" : `${fmt(median(p99), 3)} (${fmt(Math.max(...p99), 3)})`,
+            fmt(median(figure(results, e.key, "p99SecondHalf")), 3),
             fmt(Math.max(...figure(results, e.key, "max")), 2),
+            fmt(Math.max(...figure(results, e.key, "gcLongestMs")), 1),
             fmt(median(figure(results, e.key, "samples"))),
             e.program.client === "sandboxWatch" && p99.length > 0 ? verdict(Math.max(...p99) < 2) : "",
             String(runs(e))
@@ -363,7 +373,7 @@ const profileRun = async (spec: string) => {
   const entry = entries.find((e) => variant === undefined || e.fanout === variant || e.key.endsWith(`/${variant}`)) ?? entries[0]!
   const dir = Path.join(cacheDir, "profiles")
   Fs.mkdirSync(dir, { recursive: true })
-  const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.cpuprofile`
+  const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.${flag("allocations") ? "heapprofile" : "cpuprofile"}`
   const server = await Server.start(shape)
   try {
     if (program !== asked) console.log(`Profiling ${program.id} for ${asked?.id}: V8 profiles need Node 22's type stripping (tsx loses names and lines).`)

@@ -8,7 +8,7 @@
  * specifier so the root's type check does not need that folder installed.
  */
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { cpuMs, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
+import { cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -137,10 +137,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
         if (sent !== undefined) samples.push(Number(hrtimeNs() - sent))
       })
       await window.start()
+      const gcs = await gcWatch()
       await go(p.url, p.namespace)
       await done
       await window.stop()
-      return { figures: latencyFigures(samples) }
+      return { figures: { ...latencyFigures(samples), ...(await gcs.stop()) } }
     }
   }
 }

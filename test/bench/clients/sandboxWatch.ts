@@ -11,7 +11,7 @@ import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { cpuMs, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
+import { cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
@@ -232,10 +232,11 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* watch.synced
         yield* allSubscribed
         yield* Effect.promise(window.start)
+        const gcs = yield* Effect.promise(gcWatch)
         yield* Effect.promise(() => go(p.url, p.namespace))
         yield* Effect.promise(() => told)
         yield* Effect.promise(window.stop)
-        return { figures: latencyFigures(samples) }
+        return { figures: { ...latencyFigures(samples), ...(yield* Effect.promise(gcs.stop)) } }
       }
     }
   })
