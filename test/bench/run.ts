@@ -16,7 +16,7 @@
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
  * installed in test/bench (`npm ci --prefix test/bench`), as is client-node.
  */
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -423,6 +423,8 @@ const main = async () => {
   if (snapshot !== undefined) return snapshotRun(snapshot)
 
   const load = () => Os.loadavg().map((x) => x.toFixed(2)).join(" ")
+  const git = (...args: Array<string>) => spawnSync("git", args, { cwd: root, encoding: "utf8" }).stdout.trim()
+  const dirty = git("status", "--porcelain", "--", "src").split("\n").filter((l) => l !== "").length
   const startedAt = new Date()
   const header = [
     `# sandbox-watch benchmarks`,
@@ -430,6 +432,7 @@ const main = async () => {
     `Reproduce: \`${command}\` (from the repository root; \`npm ci --prefix test/bench\` first for client-node and Node 22).`,
     "",
     `Machine: ${Os.cpus().length} × ${Os.cpus()[0]?.model ?? "cpu"}, ${(Os.totalmem() / 2 ** 30).toFixed(0)} GiB; Node 20 = ${nodeVersion("20")}, Node 22 = ${node22Available ? "the `node` package of test/bench" : "absent"}. Load average at start: ${load()}.`,
+    `Code: commit ${git("rev-parse", "--short", "HEAD")}${dirty > 0 ? `, with ${dirty} uncommitted change(s) under src/ (the working tree is what ran)` : ", src/ clean"}.`,
     `Data: N = ${fmt(shape.n)} Sandboxes (~3.2 KB of JSON each, ~0.9 KB of it managedFields), M = ${fmt(shape.m)} events, ${rounds} rounds, each program in a fresh process per round, programs alternating.`
   ]
   console.log(header.join("\n"))
