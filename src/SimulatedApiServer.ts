@@ -123,7 +123,11 @@ export interface Options {
   readonly namespace?: string
   /** Events kept for watch resumption and consistent paging, like the watch cache. Default 100. */
   readonly historySize?: number
-  /** How often a watch with `allowWatchBookmarks` gets a BOOKMARK. Default 60 seconds. */
+  /**
+   * How often a watch with `allowWatchBookmarks` gets a BOOKMARK (newer servers send one a minute;
+   * 1.20 only in a watch's last seconds), and one more at its timeout — only once some object of the
+   * resource changed after the watch's starting resourceVersion, as kube-apiserver does. Default 60 seconds.
+   */
   readonly bookmarkInterval?: Duration.DurationInput
   /** When set, every request must carry `Authorization: Bearer <token>`, else 401. */
   readonly token?: string
@@ -649,9 +653,15 @@ const make = (options: Options) =>
         const page = limit === undefined ? selected : selected.slice(0, limit)
         const remaining = selected.length - page.length
         const metadata: Record<string, unknown> = { continue: "", resourceVersion: String(snapshotRv) }
-        if (remaining > 0) {
-          const [lastKey, lastObject] = page[page.length - 1]!
-          metadata.continue = encodeContinue(snapshotRv, `${relativeKey(lastKey, lastObject)}\u0000`)
+        const last = page[page.length - 1]
+        const lastKey = last === undefined ? undefined : relativeKey(last[0], last[1])
+        // etcd pages keys, not matches: a full page is followed by a token whenever any key of the
+        // list's range (selected or not) comes after it, so a selector can end in an empty page.
+        const inRange = (object: KubeObject) => ctx.namespace === undefined || namespaceOf(object) === ctx.namespace
+        const moreKeys = limit !== undefined && page.length === limit && lastKey !== undefined &&
+          items.some(([key, object]) => inRange(object) && relativeKey(key, object) > lastKey)
+        if (moreKeys && lastKey !== undefined) {
+          metadata.continue = encodeContinue(snapshotRv, `${lastKey}\u0000`)
           if (isEmptySelection(selectors.right.labels, selectors.right.fields)) metadata.remainingItemCount = remaining
         }
         return jsonResponse(
@@ -727,7 +737,8 @@ const make = (options: Options) =>
             }
             // One synchronous step: the starting state and the subscription, so nothing falls between.
             const registration = yield* Effect.sync(() => {
-              const fromRv = mode === "from" && asked !== 0 ? asked : store.resourceVersion
+              // What the watch has been given so far: a bookmark must be newer (see `bookmarkNow`).
+              let fromRv = mode === "from" && asked !== 0 ? asked : store.resourceVersion
               if (mode === "from" && asked !== 0) {
                 const events = store.eventsAfter(asked)
                 if (events === undefined) return { _tag: "Expired" as const }
@@ -735,6 +746,10 @@ const make = (options: Options) =>
                   const line = convert(event)
                   if (line !== undefined) offer(handle, { _tag: "Line", text: line })
                 }
+                // As the watch cache does: after a replay, the last replayed event (of any object of
+                // the resource, selected or not) is where the watch stands.
+                const last = events[events.length - 1]
+                if (last !== undefined) fromRv = last.resourceVersion
               } else if (mode !== "from") {
                 for (const [, object] of store.current()) {
                   if (keep(object)) offer(handle, { _tag: "Line", text: eventLine("ADDED", object) })
@@ -761,8 +776,15 @@ const make = (options: Options) =>
                 watches.delete(handle)
               }).pipe(Effect.zipRight(SubscriptionRef.update(openWatchCount, (n) => n - 1)))
             )
-            const bookmarkNow = () =>
-              offer(handle, { _tag: "Line", text: bookmarkLine(Math.max(store.resourceVersion, registration.fromRv)) })
+            // kube-apiserver's watch cache passes a watcher only what is newer than where it
+            // started (its resourceVersion, or the last event it replayed), bookmarks included:
+            // until something newer happened to any object of the resource, a watch hears no
+            // bookmark at all, even at its timeout.
+            const bookmarkNow = () => {
+              if (store.resourceVersion > registration.fromRv) {
+                offer(handle, { _tag: "Line", text: bookmarkLine(store.resourceVersion) })
+              }
+            }
             if (allowBookmarks) {
               yield* Effect.sleep(bookmarkInterval).pipe(
                 Effect.zipRight(Effect.sync(bookmarkNow)),

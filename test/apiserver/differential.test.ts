@@ -13,6 +13,7 @@ import { Context, Effect, Layer, Option, Schema, Stream, SubscriptionRef } from 
 import * as KubeClient from "../../src/KubeClient.ts"
 import { KubeConfig } from "../../src/KubeConfig.ts"
 import type { KubeClientError } from "../../src/KubeError.ts"
+import type { WatchEvent } from "../../src/WatchEvent.ts"
 import type { Sandbox } from "../../src/Sandbox.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
@@ -96,6 +97,9 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
   Effect.gen(function*() {
     const admin = connection
     const labelSelector = `jr2.dev/run=${run}`
+    // Not selected, and after every selected name: a full page of the selection is followed by
+    // an empty one (etcd pages keys, not matches).
+    yield* admin.create(SandboxResource, ns, sandboxBody(ns, "dif-z", `${run}-other`))
     const start = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
     expect(start.items).toEqual([])
 
@@ -215,7 +219,74 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
     } satisfies Transcript
   })
 
+/**
+ * Bookmarks, as watches of `bookmarkRun` from one resourceVersion hear them (each to its timeout):
+ * - `quiet`: nothing happens;
+ * - `replayed`: after a change to a selected Sandbox, which the watch replays;
+ * - `live`: once the watch has replayed that change, another Sandbox (not selected) changes.
+ * A bookmark's resourceVersion is written `other` when it is that last change's; consecutive equal
+ * lines are written once (how many bookmarks come in a watch's last seconds is the server's timing).
+ */
+const bookmarks = (admin: KubeClient.KubeClientService, bookmarkRun: string) =>
+  Effect.gen(function*() {
+    const labelSelector = `jr2.dev/run=${bookmarkRun}`
+    const selected = `${bookmarkRun}-in`
+    const other = `${bookmarkRun}-out`
+    yield* admin.create(SandboxResource, ns, sandboxBody(ns, selected, bookmarkRun))
+    yield* admin.create(SandboxResource, ns, sandboxBody(ns, other, `${bookmarkRun}-other`))
+    const start = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
+    const options = (timeoutSeconds: number) => ({
+      namespace: ns,
+      labelSelector,
+      resourceVersion: start.resourceVersion,
+      allowWatchBookmarks: true,
+      timeoutSeconds
+    })
+    const setPhase = (name: string, phase: string) =>
+      Effect.map(admin.mergePatch(SandboxResource, ns, name, { status: { phase } }, { subresource: "status" }), versionOf)
+    const quiet = yield* Stream.runCollect(admin.watch(SandboxResource, Raw, options(3)))
+    const changed = yield* setPhase(selected, "Ready")
+    const replayed = yield* Stream.runCollect(admin.watch(SandboxResource, Raw, options(3)))
+    let otherRv = ""
+    // 5 s: the server's bookmarks come in a watch's last 3 s, well after the other change landed.
+    const live = yield* admin.watch(SandboxResource, Raw, options(5)).pipe(
+      Stream.tap((event) =>
+        event.type === "MODIFIED" && event.resourceVersion === changed
+          ? Effect.map(setPhase(other, "Elsewhere"), (rv) => {
+            otherRv = rv
+          })
+          : Effect.void
+      ),
+      Stream.runCollect
+    )
+    const summary = (events: Iterable<WatchEvent<unknown>>) => {
+      const out: Array<string> = []
+      for (const e of events) {
+        const text = e.type === "BOOKMARK"
+          ? `BOOKMARK ${e.resourceVersion === otherRv ? "other" : e.resourceVersion === changed ? "changed" : e.resourceVersion === start.resourceVersion ? "start" : e.resourceVersion}`
+          : e.type === "MODIFIED" || e.type === "ADDED" || e.type === "DELETED"
+          ? `${e.type} ${e.resourceVersion === changed ? "changed" : e.resourceVersion}`
+          : e.type
+        if (out.at(-1) !== text) out.push(text)
+      }
+      return out
+    }
+    return { quiet: summary(quiet), replayed: summary(replayed), live: summary(live) }
+  })
+
 describe("the simulated API server against the real kube-apiserver", () => {
+  it.live("bookmarks: only once something newer than where the watch stands happened to any Sandbox, selected or not", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const context = yield* Layer.build(SimulatedApiServer.layerWithKubeConfig({ resource: SandboxResource, namespace: ns }))
+      const simulatedClient = yield* clientOn(Context.get(context, KubeConfig))
+      const realClient = yield* clientOn(Facts.connection(facts))
+      const [simulated, real] = yield* Effect.all([bookmarks(simulatedClient, "dif-bm"), bookmarks(realClient, "dif-bm")], { concurrency: 2 })
+      // 1.20's watch cache: a watch stands at its resourceVersion, or at the last event it
+      // replayed; a bookmark is only sent when the resource has moved past that.
+      expect(real).toEqual({ quiet: [], replayed: ["MODIFIED changed"], live: ["MODIFIED changed", "BOOKMARK other"] })
+      expect(simulated).toEqual(real)
+    })), 60_000)
+
   it.live("one script, both servers: the same answers, watch events, things told and final objects", () =>
     Effect.scoped(Effect.gen(function*() {
       const simulated = yield* Effect.gen(function*() {
@@ -248,6 +319,8 @@ describe("the simulated API server against the real kube-apiserver", () => {
         "MODIFIED dif-d",
         "DELETED dif-d"
       ])
+      // The final list of two, two a page: the second page is empty (more keys, none selected).
+      expect([real.list.items.length, real.list.pages]).toEqual([2, 2])
       expect(real.initial.map(([type, object]) => `${type} ${(object as Sandbox).metadata.name}`)).toEqual(["ADDED dif-a", "ADDED dif-b"])
       expect(real.told["dif-d"]?.map((t) => (t === "gone" ? t : (t as Sandbox).metadata.deletionTimestamp ?? "-"))).toEqual(["gone", "-", "<set>", "gone"])
       expect(real.answers.filter((a) => "code" in (a.answer as object)).map((a) => [a.step, (a.answer as { code: number }).code])).toEqual([
