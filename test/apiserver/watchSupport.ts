@@ -162,9 +162,16 @@ export interface Probe {
   readonly await: (predicate: (log: WireLog) => boolean, what: string, limit?: Duration.DurationInput) => Effect.Effect<WireLog>
 }
 
-/** `KubeStatusError 401`, `KubeTransportError`, ... */
-export const describeFailure = (error: KubeClientError): string =>
-  error._tag === "KubeStatusError" ? `${error._tag} ${error.code}` : error._tag
+/**
+ * `KubeStatusError 401`, `KubeTransportError`, ...; a failure from outside the client (the watch
+ * hanging up on a silent stream interrupts it with its own failure) by its tag and reason.
+ */
+export const describeFailure = (error: KubeClientError | { readonly _tag: string; readonly reason?: unknown }): string =>
+  error._tag === "KubeStatusError" && "code" in error
+    ? `${error._tag} ${error.code}`
+    : "reason" in error && typeof error.reason === "string" && !error._tag.startsWith("Kube")
+    ? `${error._tag} ${error.reason}`
+    : error._tag
 
 const describeExit = (exit: Exit.Exit<unknown, KubeClientError>): string =>
   Exit.match(exit, {
@@ -375,6 +382,17 @@ export const backwards = (told: ReadonlyArray<Told>): ReadonlyArray<string> => {
   return out
 }
 
-/** Names told gone among those that were never deleted nor un-labelled. */
-export const falselyGone = (told: ReadonlyArray<Told>, alwaysThere: ReadonlyArray<string>): ReadonlyArray<string> =>
-  told.filter((t) => Option.isNone(t.sandbox) && alwaysThere.includes(t.name)).map((t) => t.name)
+/**
+ * Names of `neverRemoved` (never deleted nor un-labelled once they existed) told gone after they
+ * were first told present. A name subscribed to before it was created is rightly told gone first.
+ */
+export const falselyGone = (told: ReadonlyArray<Told>, neverRemoved: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const seen = new Set<string>()
+  const out: Array<string> = []
+  for (const t of told) {
+    if (!neverRemoved.includes(t.name)) continue
+    if (Option.isSome(t.sandbox)) seen.add(t.name)
+    else if (seen.has(t.name)) out.push(t.name)
+  }
+  return out
+}
