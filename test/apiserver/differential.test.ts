@@ -84,7 +84,7 @@ interface Transcript {
   /** The final list (limit 2, so paged) and the watch's cache, normalized, by name. */
   readonly list: { readonly items: ReadonlyArray<unknown>; readonly pages: number }
   readonly snapshot: ReadonlyArray<unknown>
-  /** What a watch without a resourceVersion starts with. */
+  /** What a watch without a resourceVersion starts with, sorted. */
   readonly initial: ReadonlyArray<ReadonlyArray<unknown>>
 }
 
@@ -209,7 +209,10 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
       Stream.runCollect
     )
     return {
-      initial: [...initial].map((e) => (e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, normal(e.object)] : [e.type])),
+      // In no promised order: 1.20 serves them from its watch cache's store, a Go map.
+      initial: [...initial]
+        .map((e) => (e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, normal(e.object)] : [e.type]))
+        .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)),
       answers,
       events: heard.map((e) => [e.type, normal(e.object)] as const),
       told,
