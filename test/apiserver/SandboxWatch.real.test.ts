@@ -45,6 +45,17 @@ const setPhase = (admin: KubeClient.KubeClientService, name: string, phase: stri
 
 const listed = (log: WireLog) => log.lists.map((l) => l.outcome)
 
+/** What the watch asked of the server and heard, so far. */
+const wireLog = (wire: Probe) => SubscriptionRef.get(wire.log)
+
+/** Where each watch should have resumed from: the last resourceVersion the one before it heard. */
+const resumePoints = (log: WireLog) =>
+  log.watches.slice(1).map((w, i) => {
+    const before = log.watches[i]!
+    const heard = before.events.filter((e) => e.resourceVersion !== undefined)
+    return { asked: w.resourceVersion, expected: heard.at(-1)?.resourceVersion ?? before.resourceVersion }
+  })
+
 describe("SandboxWatch against the real kube-apiserver", () => {
   it.live("lists page by page (pageSize 2 over 5), then tells status updates, a label removal, a create and a delete, in order", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -97,7 +108,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
         spec: { resources: { limits: { memory: "2Gi" } } },
         status: { phase: "Pending" }
       })
-      const after = yield* SubscriptionRefGet(wire)
+      const after = yield* wireLog(wire)
       expect(after.lists.length).toBe(1)
       // One watch heard it all, in the order the server committed it.
       expect(after.watches[0]?.events.filter((e) => e.type !== "BOOKMARK").map((e) => `${e.type} ${e.name}`)).toEqual([
@@ -144,7 +155,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       const terminating = yield* setPhase(admin, "swr-r1", "Terminating")
       yield* r1.awaitLast("swr-r1", terminating)
       expect(yield* r1.shorts).toEqual(["swr-r1:Pending", "swr-r1:Ready", "swr-r1:Terminating"])
-      const later = yield* SubscriptionRefGet(wire)
+      const later = yield* wireLog(wire)
       expect(later.lists.length).toBe(1)
       expect(later.watches.slice(0, -1).every((w) => w.outcome === "end")).toBe(true)
       expect((yield* watch.health).relists).toBe(0)
@@ -233,7 +244,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       yield* u1.awaitLast("swr-u1", ready)
       expect(yield* u1.shorts).toEqual(["swr-u1:Pending", "swr-u1:Warm", "swr-u1:Ready"])
       expect((yield* all.shorts).slice(2)).toEqual(["swr-u1:Warm", "swr-u1:Ready"])
-      const log = yield* SubscriptionRefGet(wire)
+      const log = yield* wireLog(wire)
       expect(log.lists.length).toBe(1)
       expect(log.watches.at(-1)?.outcome).toBe("open")
       expect((yield* watch.health)).toMatchObject({ synced: true, relists: 0, cached: 2 })
@@ -262,7 +273,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       // RBAC takes the grant in from its informer; the back-off (capped at 2 s) asks again meanwhile.
       yield* f1.awaitLast("swr-f1", ready)
       expect(yield* f1.shorts).toEqual(["swr-f1:Pending", "swr-f1:Ready"])
-      const log = yield* SubscriptionRefGet(wire)
+      const log = yield* wireLog(wire)
       expect(log.lists.length).toBe(1)
       expect(log.watches.at(-1)?.outcome).toBe("open")
       // Every refused watch resumed from the list's resourceVersion.
@@ -271,13 +282,3 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       expect((yield* watch.health).relists).toBe(0)
     })))
 })
-
-const SubscriptionRefGet = (wire: Probe) => SubscriptionRef.get(wire.log)
-
-/** Where each watch should have resumed from: the last resourceVersion the one before it heard. */
-const resumePoints = (log: WireLog) =>
-  log.watches.slice(1).map((w, i) => {
-    const before = log.watches[i]!
-    const heard = before.events.filter((e) => e.resourceVersion !== undefined)
-    return { asked: w.resourceVersion, expected: heard.at(-1)?.resourceVersion ?? before.resourceVersion }
-  })
