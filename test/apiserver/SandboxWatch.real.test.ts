@@ -185,7 +185,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       // A write elsewhere moves etcd past the last Sandbox event, so the restarted server's watch
       // cache starts after every resourceVersion the watch could resume from.
       yield* admin.create(ConfigMaps, ns, { apiVersion: "v1", kind: "ConfigMap", metadata: { generateName: "swr-bump-" }, data: { a: "b" } })
-      yield* Facts.restartApiServer(facts, "SIGTERM")
+      yield* Facts.restartApiServer(facts, "SIGKILL")
       // What the proxy held (the events of those writes) is thrown away with the connections.
       yield* proxy.resetAll
       yield* proxy.heal

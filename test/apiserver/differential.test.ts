@@ -84,7 +84,7 @@ interface Transcript {
   /** The final list (limit 2, so paged) and the watch's cache, normalized, by name. */
   readonly list: { readonly items: ReadonlyArray<unknown>; readonly pages: number }
   readonly snapshot: ReadonlyArray<unknown>
-  /** What a watch without a resourceVersion starts with, sorted. */
+  /** What a watch without a resourceVersion starts with, by name. */
   readonly initial: ReadonlyArray<ReadonlyArray<unknown>>
 }
 
@@ -211,8 +211,9 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
     return {
       // In no promised order: 1.20 serves them from its watch cache's store, a Go map.
       initial: [...initial]
-        .map((e) => (e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, normal(e.object)] : [e.type]))
-        .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)),
+        .map((e) => (e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, e.object.metadata.name, normal(e.object)] : [e.type]))
+        .sort((a, b) => String(a[1]).localeCompare(String(b[1])))
+        .map(([type, , object]) => (object === undefined ? [type] : [type, object])),
       answers,
       events: heard.map((e) => [e.type, normal(e.object)] as const),
       told,
