@@ -10,13 +10,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option, SubscriptionRef } from "effect"
 import type { KubeResource } from "../../src/KubeResource.ts"
+import { collectionPath } from "../../src/KubeResource.ts"
 import * as KubeClient from "../../src/KubeClient.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as FaultProxy from "../support/FaultProxy.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Probe, WireLog } from "./watchSupport.ts"
-import { clientOn, probe, recordAll, recordChanges, sandboxBody, switchableToken, versionOf } from "./watchSupport.ts"
+import { clientOn, poll, probe, recordAll, recordChanges, sandboxBody, switchableToken, versionOf } from "./watchSupport.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
@@ -255,30 +256,44 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       const run = "swr-403"
       const admin = yield* clientOn(Facts.connection(facts))
       yield* seed(admin, run, ["swr-f1"])
-      const wire = yield* probe(yield* clientOn(Facts.connection(facts, { token: facts.limitedUserToken })))
-      const watch = yield* watchOn(wire.client, run)
-      // The list is allowed: the cache is filled and told.
-      yield* watch.synced
-      const f1 = yield* recordChanges(watch, "swr-f1")
-      expect(yield* f1.awaitShorts(1)).toEqual(["swr-f1:Pending"])
-      const refused = yield* wire.await(
-        (l) => l.watches.filter((w) => w.outcome === "KubeStatusError 403").length >= 3,
-        "three watches refused with 403"
-      )
-      expect(refused.lists.length).toBe(1)
-      const ready = yield* setPhase(admin, "swr-f1", "Ready")
-
       const agent = yield* Facts.agent(facts)
-      yield* Facts.grantWatch({ agent, base: facts.url }, facts)
-      // RBAC takes the grant in from its informer; the back-off (capped at 2 s) asks again meanwhile.
-      yield* f1.awaitLast("swr-f1", ready)
-      expect(yield* f1.shorts).toEqual(["swr-f1:Pending", "swr-f1:Ready"])
-      const log = yield* wireLog(wire)
-      expect(log.lists.length).toBe(1)
-      expect(log.watches.at(-1)?.outcome).toBe("open")
-      // Every refused watch resumed from the list's resourceVersion.
-      const rv = log.lists[0]?.outcome._tag === "Listed" ? log.lists[0].outcome.resourceVersion : "?"
-      expect(log.watches.every((w) => w.resourceVersion === rv)).toBe(true)
-      expect((yield* watch.health).relists).toBe(0)
+      const http = { agent, base: facts.url }
+      // Another file may have granted watch and taken it back moments ago: RBAC takes the
+      // revocation in from an informer, so wait until the user is really refused.
+      const refusedNow = poll(
+        Facts.request(http, "GET", `${collectionPath(SandboxResource, ns)}?watch=true&timeoutSeconds=1`, { token: facts.limitedUserToken }),
+        (r) => r.status === 403,
+        "the limited user to be refused watch"
+      )
+      yield* refusedNow
+      // The watch, and the grant, live in this scope; once it closed the grant is gone.
+      yield* Effect.scoped(Effect.gen(function*() {
+        const wire = yield* probe(yield* clientOn(Facts.connection(facts, { token: facts.limitedUserToken })))
+        const watch = yield* watchOn(wire.client, run)
+        // The list is allowed: the cache is filled and told.
+        yield* watch.synced
+        const f1 = yield* recordChanges(watch, "swr-f1")
+        expect(yield* f1.awaitShorts(1)).toEqual(["swr-f1:Pending"])
+        const refused = yield* wire.await(
+          (l) => l.watches.filter((w) => w.outcome === "KubeStatusError 403").length >= 3,
+          "three watches refused with 403"
+        )
+        expect(refused.lists.length).toBe(1)
+        const ready = yield* setPhase(admin, "swr-f1", "Ready")
+
+        yield* Facts.grantWatch(http, facts)
+        // RBAC takes the grant in from its informer; the back-off (capped at 2 s) asks again meanwhile.
+        yield* f1.awaitLast("swr-f1", ready)
+        expect(yield* f1.shorts).toEqual(["swr-f1:Pending", "swr-f1:Ready"])
+        const log = yield* wireLog(wire)
+        expect(log.lists.length).toBe(1)
+        expect(log.watches.at(-1)?.outcome).toBe("open")
+        // Every refused watch resumed from the list's resourceVersion.
+        const rv = log.lists[0]?.outcome._tag === "Listed" ? log.lists[0].outcome.resourceVersion : "?"
+        expect(log.watches.every((w) => w.resourceVersion === rv)).toBe(true)
+        expect((yield* watch.health).relists).toBe(0)
+      }))
+      // No grant may outlive the test: wait until RBAC has taken the revocation in.
+      yield* refusedNow
     })))
 })
