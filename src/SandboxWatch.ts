@@ -477,8 +477,10 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
       // (it sends bookmarks about every minute) means the connection is dead. One watchdog per
       // watch, sleeping until the silence would be too long, costs less than a timer per chunk.
       const idleMillis = Duration.toMillis(settings.idleLimit)
+      let openedAt = 0
       const watchdog = Effect.gen(function*() {
         lastActivity = yield* Clock.currentTimeMillis
+        openedAt = lastActivity
         while (true) {
           const silent = (yield* Clock.currentTimeMillis) - lastActivity
           if (silent >= idleMillis) {
@@ -524,15 +526,25 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           })
         )
       )
+      // Rule 8, with the exception a quiet cluster needs: kube-apiserver 1.20 sends no bookmark
+      // unless something changed, so a watch that ran its full `timeoutSeconds` and closed silent
+      // is the normal end of a quiet term, not a misbehaving server. Only an early silent close
+      // waits one floor (client-go's "very short watch").
+      const fullTermMillis = settings.timeoutSeconds * 900
       const afterClose = Stream.execute(
-        Effect.suspend(() =>
-          heard
-            ? Effect.void
-            : Effect.logWarning(`the watch closed without a word; asking again in ${Duration.format(settings.floor)}`).pipe(
-              Effect.annotateLogs({ ...annotations, resourceVersion: current, reason: "silent-close" }),
-              Effect.zipRight(Effect.sleep(settings.floor))
+        Effect.gen(function*() {
+          if (heard) return
+          const ran = (yield* Clock.currentTimeMillis) - openedAt
+          if (ran >= fullTermMillis) {
+            return yield* Effect.logDebug(`the watch ran its term without a change; resuming`).pipe(
+              Effect.annotateLogs({ ...annotations, resourceVersion: current, reason: "quiet-term" })
             )
-        )
+          }
+          yield* Effect.logWarning(
+            `the watch closed after ${Duration.format(Duration.millis(ran))} without a word; asking again in ${Duration.format(settings.floor)}`
+          ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: current, reason: "silent-close" }))
+          yield* Effect.sleep(settings.floor)
+        })
       )
       return Stream.concat(events, afterClose).pipe(
         Stream.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } })

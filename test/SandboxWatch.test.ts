@@ -14,6 +14,7 @@ import {
   statusError,
   transportError
 } from "./support/ScriptedKubeClient.ts"
+import { nextPause } from "./support/waiting.ts"
 import { KubeMalformedLineError } from "../src/KubeError.ts"
 
 // -- harness -----------------------------------------------------------------------------------
@@ -65,22 +66,6 @@ const watchCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) 
   Effect.map(kube.calls, (calls) => calls.filter((c) => c.verb === "watch"))
 const listCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) =>
   Effect.map(kube.calls, (calls) => calls.filter((c) => c.verb === "list"))
-
-/**
- * How long until the nearest pending sleep, once one shorter than `within` is registered. (Each
- * open watch also holds a long idle-timeout sleep, and TestClock keeps interrupted sleeps listed,
- * so only the nearest future one is the pause we are looking for.)
- */
-const nextPause = (within = 60_000) =>
-  Effect.gen(function*() {
-    const pending = () =>
-      Effect.gen(function*() {
-        const now = yield* TestClock.currentTimeMillis
-        const future = Chunk.toArray(yield* TestClock.sleeps()).filter((t) => t > now && t - now <= within)
-        return future.length === 0 ? undefined : Math.min(...future) - now
-      })
-    return (yield* eventually(pending(), (delta) => delta !== undefined)) as number
-  })
 
 /** Waits until a pause is registered, checks it is `millis` long, and lets it pass. */
 const adjustAfterSleep = (millis: number) =>
@@ -318,6 +303,23 @@ describe("SandboxWatch", () => {
         yield* TestClock.adjust("1 millis")
       }
       yield* kube.nextWatch
+    }))
+
+  it.scoped("8. a watch that ran its whole term in silence (a quiet cluster) is resumed at once", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "700 millis", timeoutSeconds: 100 })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* settle
+      yield* TestClock.adjust("100 seconds")
+      yield* w1.end
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("10")
+      // the same silence ending early is still paused for
+      yield* TestClock.adjust("10 seconds")
+      yield* w2.end
+      // (the first watch's idle timer, 20 s away, is still listed by TestClock: look nearer)
+      expect(yield* nextPause(5_000)).toBe(700)
     }))
 
   // -- rule 9 ------------------------------------------------------------------------------------
