@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
 import type { SandboxChange } from "./SandboxWatch.ts"
 import { SandboxWatch } from "./SandboxWatch.ts"
 
@@ -24,35 +24,25 @@ export const changeLine = (change: SandboxChange): string =>
 
 /**
  * The lines, in order. Waits for the watch's first list; then tells every change, and says `synced`
- * as soon as every Sandbox the cache then holds has been told (at once when it holds none). Each
- * check takes a fresh snapshot, so a Sandbox deleted before it was told does not hold `synced` back.
+ * once every Sandbox the cache held has been told. `allChanges` hands a new subscriber the whole
+ * cache as its first batch, so `synced` follows that batch (or comes at once when the cache is
+ * empty) — no per-line snapshot, which would cost O(n²) on a large namespace.
  */
 export const lines: Stream.Stream<string, never, SandboxWatch> = Stream.unwrap(
   Effect.gen(function*() {
     const watch = yield* SandboxWatch
     yield* watch.synced
-    const told = new Set<string>()
-    let saidSynced = false
-    const maybeSynced: Effect.Effect<ReadonlyArray<string>> = Effect.suspend(() =>
-      saidSynced
-        ? Effect.succeed([])
-        : Effect.map(watch.snapshot, (snapshot) => {
-          for (const name of snapshot.keys()) if (!told.has(name)) return []
-          saidSynced = true
-          return [syncedLine()]
-        })
+    const emptyAtSync = (yield* watch.snapshot).size === 0
+    let saidSynced = emptyAtSync
+    const changes = watch.allChanges.pipe(
+      Stream.mapChunks((batch) => {
+        const out = Chunk.map(batch, changeLine)
+        if (saidSynced) return out
+        saidSynced = true
+        return Chunk.append(out, syncedLine())
+      })
     )
-    const first = yield* maybeSynced
-    return Stream.concat(
-      Stream.fromIterable(first),
-      watch.allChanges.pipe(
-        Stream.mapEffect((change) => {
-          told.add(change.name)
-          return Effect.map(maybeSynced, (after) => [changeLine(change), ...after])
-        }),
-        Stream.flattenIterables
-      )
-    )
+    return emptyAtSync ? Stream.concat(Stream.make(syncedLine()), changes) : changes
   })
 )
 
