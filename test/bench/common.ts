@@ -61,6 +61,10 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number => 
 /** p50/p99/max in milliseconds of latencies recorded in nanoseconds. */
 export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string, number> => {
   const ms = samplesNs.map((ns) => ns / 1e6)
+  // For a look at the series (spikes, drift): BENCH_DUMP=<file> writes every sample, in order.
+  if (process.env.BENCH_DUMP !== undefined && process.env.BENCH_DUMP !== "") {
+    void import("node:fs").then((fs) => fs.writeFileSync(process.env.BENCH_DUMP!, JSON.stringify(ms)))
+  }
   const sorted = [...ms].sort((a, b) => a - b)
   // The second half alone: past the JIT's warm-up and the first collections after the list.
   const late = ms.slice(Math.floor(ms.length / 2)).sort((a, b) => a - b)

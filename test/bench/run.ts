@@ -11,6 +11,7 @@
  *   npm run bench -- --profile sw@20:lat --allocations   # what allocates, by function
  *   npm run bench -- --snapshot sw@20     # the heap scenario with a heap snapshot, by constructor
  *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
+ *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
  *
  * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
@@ -270,15 +271,16 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
     }
     case "fanout": {
       lines.push(
-        row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "CPU µs per event, median", "runs"]),
-        "|---|---:|---:|:---:|---:|---:|"
+        row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "CPU µs per event, median", "heap bytes per subscriber", "runs"]),
+        "|---|---:|---:|:---:|---:|---:|---:|"
       )
       for (const e of entries) {
         const eps = figure(results, e.key, "eventsPerSec")
         const base = e.fanout === undefined ? Number.NaN : median(figure(results, `${e.program.id}/none`, "eventsPerSec"))
         const r = ratio(median(eps), base)
         const cpu = median(figure(results, e.key, "cpuUsPerEvent"))
-        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", fmt(cpu, 1), String(runs(e))]))
+        const perSubscriber = e.fanout === undefined || e.fanout === "none" ? "" : fmt(median(figure(results, e.key, "bytesPerSubscriber")))
+        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", fmt(cpu, 1), perSubscriber, String(runs(e))]))
       }
       return { title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`, lines }
     }
@@ -396,17 +398,25 @@ const snapshotRun = async (programId: string) => {
   if (program === undefined) throw new Error(`--snapshot <program>; one of ${Object.keys(knownPrograms).join(", ")}`)
   const saved = programs.splice(0, programs.length, program)
   const storm = option("only") === "storm"
-  const entry = entriesOf(storm ? "storm" : "heap")[0]!
+  const fanout = option("only") === "fanout"
+  const entry = fanout
+    ? entriesOf("fanout").find((e) => e.fanout === (option("variant") ?? "idle"))!
+    : entriesOf(storm ? "storm" : "heap")[0]!
   programs.splice(0, programs.length, ...saved)
   const dir = Path.join(cacheDir, "snapshots")
   Fs.mkdirSync(dir, { recursive: true })
   const file = Path.join(dir, `${program.id.replace(/[@/]/g, "_")}-${Date.now()}.heapsnapshot`)
   const server = await Server.start(shape)
   try {
-    const result = await runChild(entry, storm ? "storm" : "heap", server.url, undefined, false, file)
-    console.log(`${entry.label}, ${storm ? "storm" : "heap"}: ${JSON.stringify(result.figures)}\n`)
+    const scenario = fanout ? "fanout" : storm ? "storm" : "heap"
+    const result = await runChild(entry, scenario, server.url, undefined, false, file)
+    console.log(`${entry.label}, ${scenario}: ${JSON.stringify(result.figures)}\n`)
     const top = Number(option("top") ?? "25")
-    if (storm) {
+    if (fanout) {
+      const count = result.figures.subscribers ?? 1
+      console.log(`What ${count} subscriptions hold (heap once synced, without and with them):\n`)
+      console.log(snapshotDiff(file.replace(/\.heapsnapshot$/, "-unsubscribed.heapsnapshot"), file.replace(/\.heapsnapshot$/, "-subscribed.heapsnapshot"), top, count))
+    } else if (storm) {
       const resumes = shape.storm - Math.ceil(shape.storm / 10)
       console.log(`Grown between a tenth of the way (after ${shape.storm - resumes} resumes) and the end (${resumes} more):\n`)
       console.log(snapshotDiff(file.replace(/\.heapsnapshot$/, "-partway.heapsnapshot"), file.replace(/\.heapsnapshot$/, "-after.heapsnapshot"), top, resumes))

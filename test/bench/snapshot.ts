@@ -65,7 +65,7 @@ export const diffMarkdown = (before: string, after: string, top = 20, per?: numb
     .slice(0, top)
   const perCol = (x: number) => (per === undefined ? "" : ` | ${(x / per).toFixed(1)}`)
   return [
-    `| KB grown | count grown | kind${per === undefined ? "" : " | bytes per resume"} |`,
+    `| KB grown | count grown | kind${per === undefined ? "" : " | bytes each"} |`,
     `|---:|---:|---|${per === undefined ? "" : "---:|"}`,
     ...rows.map((r) => `| ${(r.bytes / 1024).toFixed(1)} | ${r.count.toLocaleString("en")} | \`${r.name}\`${perCol(r.bytes)} |`)
   ].join("\n")

@@ -132,6 +132,10 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const target = finalEvent(shape.m, hot, Salt.hot, shape.n)
         let told: Promise<void> = Promise.resolve()
         let deliveries = 0
+        // What the subscribers themselves weigh: the heap with and without them, once synced.
+        yield* watch.synced
+        const heapUnsubscribed = yield* Effect.promise(settledHeap)
+        yield* Effect.promise(() => snapshotIfAsked("unsubscribed"))
         if (p.fanout === "idle") {
           const count = p.idleSubscribers ?? 10_000
           for (let i = 0; i < count; i++) {
@@ -149,8 +153,9 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             } else yield* subscribeCounted(name, () => void deliveries++)
           }
         }
-        yield* watch.synced
         yield* allSubscribed
+        const heapSubscribed = yield* Effect.promise(settledHeap)
+        yield* Effect.promise(() => snapshotIfAsked("subscribed"))
         const before = deliveries
         yield* Effect.promise(window.start)
         const t0 = now()
@@ -161,7 +166,16 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const ms = now() - t0
         const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
-        return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m, subscribers, deliveries: deliveries - before } }
+        return {
+          figures: {
+            ms,
+            eventsPerSec: (shape.m / ms) * 1000,
+            cpuUsPerEvent: (cpu * 1000) / shape.m,
+            subscribers,
+            deliveries: deliveries - before,
+            bytesPerSubscriber: subscribers === 0 ? 0 : (heapSubscribed - heapUnsubscribed) / subscribers
+          }
+        }
       }
       case "storm": {
         const target = finalEvent(shape.storm, hot, Salt.storm, shape.n)
