@@ -468,19 +468,17 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         Effect.withSpan("SandboxWatch.list", { attributes: { ...annotations, reason } })
       )
 
-    const watchFrom = (resourceVersion: string) => {
+    /** `openedAt`: when the watch was asked for (epoch ms), for the idle limit and rule 8. */
+    const watchFrom = (resourceVersion: string, openedAt: number) => {
       // Rule 8: a watch that closes having said nothing is not asked again at once.
       let heard = false
       let current = resourceVersion
-      let lastActivity = 0
+      let lastActivity = openedAt
       // The platform's undici client has no body timeout: silence past the server's own timeout
       // (it sends bookmarks about every minute) means the connection is dead. One watchdog per
       // watch, sleeping until the silence would be too long, costs less than a timer per chunk.
       const idleMillis = Duration.toMillis(settings.idleLimit)
-      let openedAt = 0
       const watchdog = Effect.gen(function*() {
-        lastActivity = yield* Clock.currentTimeMillis
-        openedAt = lastActivity
         while (true) {
           const silent = (yield* Clock.currentTimeMillis) - lastActivity
           if (silent >= idleMillis) {
@@ -554,10 +552,10 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
     const round: Stream.Stream<string, RoundFailure> = Stream.unwrap(
       Effect.gen(function*() {
         const current = yield* Ref.get(state)
-        if (current._tag === "Watching") return watchFrom(current.resourceVersion)
+        if (current._tag === "Watching") return watchFrom(current.resourceVersion, yield* Clock.currentTimeMillis)
         const resourceVersion = yield* relist(current.reason)
         // The list yields once: a list that landed is a healthy stream and resets the back-off.
-        return Stream.concat(Stream.make(resourceVersion), watchFrom(resourceVersion))
+        return Stream.concat(Stream.make(resourceVersion), watchFrom(resourceVersion, yield* Clock.currentTimeMillis))
       })
     )
 
