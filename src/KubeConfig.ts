@@ -565,11 +565,8 @@ export const resolve = (
     const executor = yield* CommandExecutor.CommandExecutor
     const services: Services = { fs, path, executor }
     const env: Env = options.env ?? process.env
-    const fromFiles = (loaded: ReadonlyArray<Loaded>) =>
-      Either.match(merge(loaded), {
-        onLeft: Effect.fail,
-        onRight: (merged) => Effect.succeed(merged)
-      })
+    // An Either is an Effect: a merge conflict fails the resolution.
+    const fromFiles = (loaded: ReadonlyArray<Loaded>) => merge(loaded)
 
     if (options.path !== undefined && options.path.length > 0) {
       const file = path.resolve(options.path)

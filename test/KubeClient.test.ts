@@ -129,6 +129,18 @@ const line = (event: unknown) => `${JSON.stringify(event)}\n`
 const clientFor = (server: string, options?: KubeClient.KubeClientOptions) =>
   KubeClient.make(options).pipe(Effect.provide(KubeConfig.layerStatic({ server, token: Token })))
 
+/** A watch of `ns` against `server`, read by a fiber into a queue a test takes events from. */
+const watchIntoQueue = (server: string) =>
+  Effect.gen(function*() {
+    const client = yield* clientFor(server)
+    const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
+    const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
+      Stream.runForEach((event) => Queue.offer(queue, event)),
+      Effect.fork
+    )
+    return { fiber, queue }
+  })
+
 const failure = <A, E>(effect: Effect.Effect<A, E>) =>
   Effect.flatMap(Effect.either(effect), (result) =>
     Either.isLeft(result) ? Effect.succeed(result.left) : Effect.dieMessage(`expected a failure, got ${JSON.stringify(result.right)}`)
@@ -606,12 +618,7 @@ describe("KubeClient.watch", () => {
         res.write(payload.subarray(cut, emoji))
         res.end(Buffer.concat([payload.subarray(emoji), Buffer.from(bookmarkLine("21"))]))
       })
-      const client = yield* clientFor(fx.url)
-      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
-      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
-        Stream.runForEach((event) => Queue.offer(queue, event)),
-        Effect.fork
-      )
+      const { fiber, queue } = yield* watchIntoQueue(fx.url)
       expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "19", annotations: {} })
       yield* gate.open
       expect(yield* Fiber.join(fiber)).toBeUndefined()
@@ -698,12 +705,7 @@ describe("KubeClient.watch", () => {
         await gate.opened
         req.socket.resetAndDestroy()
       })
-      const client = yield* clientFor(fx.url)
-      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
-      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
-        Stream.runForEach((event) => Queue.offer(queue, event)),
-        Effect.fork
-      )
+      const { fiber, queue } = yield* watchIntoQueue(fx.url)
       expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
       yield* gate.open
       const exit = yield* Fiber.await(fiber)
@@ -720,12 +722,7 @@ describe("KubeClient.watch", () => {
         res.writeHead(200, { "content-type": "application/json" })
         res.write(bookmarkLine("1")) // and never ends
       })
-      const client = yield* clientFor(fx.url)
-      const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
-      const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
-        Stream.runForEach((event) => Queue.offer(queue, event)),
-        Effect.fork
-      )
+      const { fiber, queue } = yield* watchIntoQueue(fx.url)
       expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
       yield* Fiber.interrupt(fiber)
       // Resolves only when the server's response closed unfinished: the client hung up.

@@ -32,6 +32,15 @@ const untilWaiting = (name: string) =>
     while ((yield* fake.readers(name)) === 0 || Chunk.isEmpty(yield* TestClock.sleeps())) yield* Effect.yieldNow()
   })
 
+/** `awaitReady(name)` for two minutes, forked, once it is waiting. */
+const forkAwaitReady = (name: string) =>
+  Effect.gen(function*() {
+    const o = yield* Orchestrator.Orchestrator
+    const fiber = yield* Effect.fork(o.awaitReady(name, { timeout: "2 minutes" }))
+    yield* untilWaiting(name)
+    return fiber
+  })
+
 const failure = <A, E>(exit: Exit.Exit<A, E>): E => {
   if (Exit.isFailure(exit) && exit.cause._tag === "Fail") return exit.cause.error
   throw new Error(`expected a failure, got ${String(exit)}`)
@@ -51,10 +60,8 @@ describe("Orchestrator.awaitReady", () => {
   it.effect("waits through Pending and a Sandbox not yet seen, then succeeds on Ready", () =>
     run(Effect.gen(function*() {
       const fake = yield* FakeSandboxWatch.FakeSandboxWatch
-      const o = yield* Orchestrator.Orchestrator
       yield* fake.sync([])
-      const fiber = yield* Effect.fork(o.awaitReady("s1", { timeout: "2 minutes" }))
-      yield* untilWaiting("s1")
+      const fiber = yield* forkAwaitReady("s1")
       yield* TestClock.adjust("10 seconds")
       yield* fake.put(sandbox("s1", { phase: "Pending" }))
       yield* TestClock.adjust("10 seconds")
@@ -67,10 +74,8 @@ describe("Orchestrator.awaitReady", () => {
   it.effect("keeps waiting through a watch outage (no change for a while), then succeeds", () =>
     run(Effect.gen(function*() {
       const fake = yield* FakeSandboxWatch.FakeSandboxWatch
-      const o = yield* Orchestrator.Orchestrator
       yield* fake.sync([sandbox("s1", { phase: "Pending" })])
-      const fiber = yield* Effect.fork(o.awaitReady("s1", { timeout: "2 minutes" }))
-      yield* untilWaiting("s1")
+      const fiber = yield* forkAwaitReady("s1")
       // The watch is cut off and backing off: it tells nothing, for 110 s of the 120 s.
       yield* TestClock.adjust("110 seconds")
       expect(fiber.unsafePoll()).toBeNull()
@@ -82,10 +87,8 @@ describe("Orchestrator.awaitReady", () => {
   it.effect("fails at once when the Sandbox goes Lost while the wait runs", () =>
     run(Effect.gen(function*() {
       const fake = yield* FakeSandboxWatch.FakeSandboxWatch
-      const o = yield* Orchestrator.Orchestrator
       yield* fake.sync([sandbox("s1", { phase: "Pending" })])
-      const fiber = yield* Effect.fork(o.awaitReady("s1", { timeout: "2 minutes" }))
-      yield* untilWaiting("s1")
+      const fiber = yield* forkAwaitReady("s1")
       yield* fake.put(lost("s1", "Evicted", "The node was low on resource: memory."))
       const error = failure(yield* Fiber.await(fiber))
       expect(error._tag).toBe("SandboxLost")
@@ -115,11 +118,9 @@ describe("Orchestrator.awaitReady", () => {
   it.effect("fails with SandboxGone when the cluster says a seen Sandbox is gone", () =>
     run(Effect.gen(function*() {
       const fake = yield* FakeSandboxWatch.FakeSandboxWatch
-      const o = yield* Orchestrator.Orchestrator
       const pending = sandbox("s1", { phase: "Pending" })
       yield* fake.sync([pending])
-      const fiber = yield* Effect.fork(o.awaitReady("s1", { timeout: "2 minutes" }))
-      yield* untilWaiting("s1")
+      const fiber = yield* forkAwaitReady("s1")
       yield* fake.remove("s1")
       const error = failure(yield* Fiber.await(fiber))
       expect(error).toMatchObject({ _tag: "SandboxGone", sandboxName: "s1", lastSeen: Option.some(pending) })

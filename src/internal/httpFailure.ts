@@ -199,36 +199,25 @@ export const describeCause = (cause: unknown): string => {
   return parts.length === 0 ? "an unknown failure" : parts.join(": ")
 }
 
-/** The request got no answer: refused, reset, TLS, DNS. */
-export const requestFailed = (options: {
+interface TransportFailure {
   readonly method: string
   readonly path: string
   readonly server: string
   readonly cause: unknown
   readonly secret: string | undefined
-}): KubeTransportError =>
+}
+
+const transportError = (options: TransportFailure, what: string): KubeTransportError =>
   new KubeTransportError({
     method: options.method,
     path: options.path,
-    message: scrub(
-      `${options.method} ${options.path} to ${options.server} got no answer: ${describeCause(options.cause)}`,
-      options.secret
-    )
+    message: scrub(`${what}: ${describeCause(options.cause)}`, options.secret)
   })
 
+/** The request got no answer: refused, reset, TLS, DNS. */
+export const requestFailed = (options: TransportFailure): KubeTransportError =>
+  transportError(options, `${options.method} ${options.path} to ${options.server} got no answer`)
+
 /** The answer started but its body broke off: the connection was reset or closed mid-body. */
-export const bodyBroke = (options: {
-  readonly method: string
-  readonly path: string
-  readonly server: string
-  readonly cause: unknown
-  readonly secret: string | undefined
-}): KubeTransportError =>
-  new KubeTransportError({
-    method: options.method,
-    path: options.path,
-    message: scrub(
-      `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body: ${describeCause(options.cause)}`,
-      options.secret
-    )
-  })
+export const bodyBroke = (options: TransportFailure): KubeTransportError =>
+  transportError(options, `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body`)
