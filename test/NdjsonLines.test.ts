@@ -58,6 +58,12 @@ describe("LineSplitter", () => {
     expect(split(10, [bytes("01234"), bytes("56789"), bytes("X\n")]).results).toEqual(["ok", "ok", "tooLong"])
   })
 
+  it("skips a byte-order mark at the start of the body only, and replaces invalid UTF-8 as a decoder does", () => {
+    expect(split(1024, [bytes("\uFEFFa\n\uFEFFb\n")]).lines).toEqual(["a", "\uFEFFb"])
+    const invalid = Uint8Array.of(0x61, 0xff, 0x62, 0x0a)
+    expect(split(1024, [invalid]).lines).toEqual([new TextDecoder().decode(invalid.subarray(0, 3))])
+  })
+
   it("stops when the line callback says so", () => {
     const splitter = new LineSplitter(100)
     const seen: Array<string> = []

@@ -1,7 +1,7 @@
 /**
- * Newline-delimited bytes to lines, for a watch body: one UTF-8 decode per network chunk (a
- * character split across two chunks is kept whole), a cap on how long a line may grow, and a clear
- * difference between a body that ended cleanly and one that ended mid-line or failed.
+ * Newline-delimited bytes to lines, for a watch body: each complete line decoded from UTF-8 once
+ * (so a character split across two chunks is kept whole), a cap on how long a line may grow, and a
+ * clear difference between a body that ended cleanly and one that ended mid-line or failed.
  *
  * Written here rather than taken from `@effect/platform`'s `Ndjson` (0.97 decodes each chunk
  * without `stream: true` and corrupts split characters) or `Stream.splitLines` (which emits the
@@ -16,16 +16,20 @@ const NEWLINE = 10
 /** What `LineSplitter.push` ended with. */
 export type PushResult = "ok" | "tooLong" | "stopped"
 
+/** A Buffer over the same memory (no copy), for its fast `toString("utf8", start, end)`. */
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
 /**
  * The stateful core, free of Effect so it can be tested byte by byte and costs nothing per line
- * beyond the slice of the line itself.
+ * beyond decoding the line itself.
  */
 export class LineSplitter {
-  private readonly decoder = new TextDecoder("utf-8")
-  /** The decoded text of the line in progress (no newline seen yet). */
-  private pending = ""
-  /** Its size on the wire, counting bytes the decoder still holds of a split character. */
+  /** The bytes of the line in progress (no newline seen yet), copied out of their chunks. */
+  private pending: Array<Buffer> = []
   private pendingBytes = 0
+  /** A byte-order mark is skipped at the start of a body, as `TextDecoder` would. */
+  private atStart = true
 
   constructor(readonly maxLineBytes: number) {}
 
@@ -40,45 +44,48 @@ export class LineSplitter {
    * (a complete one, or the one in progress), without buffering further.
    */
   push(bytes: Uint8Array, onLine: (line: string) => boolean): PushResult {
-    // 0x0A never occurs inside a multi-byte UTF-8 sequence, so byte newlines are text newlines.
-    const lastNewline = bytes.lastIndexOf(NEWLINE)
-    const decoded = this.decoder.decode(bytes, { stream: true })
-    if (lastNewline === -1) {
-      this.pendingBytes += bytes.length
-      if (this.pendingBytes > this.maxLineBytes) return this.fail()
-      this.pending = this.pending === "" ? decoded : this.pending + decoded
-      return "ok"
-    }
-    const text = this.pending === "" ? decoded : this.pending + decoded
-    this.pending = ""
+    const buffer = asBuffer(bytes)
     const max = this.maxLineBytes
-    let start = 0
-    let newline = text.indexOf("\n")
-    while (newline !== -1) {
-      const units = newline - start
-      // UTF-16 units <= UTF-8 bytes <= 3 * units: only a line near the cap needs measuring.
-      if (units > max || (units * 3 > max && Buffer.byteLength(text.slice(start, newline)) > max)) {
-        return this.fail()
-      }
-      if (!onLine(text.slice(start, newline))) {
-        this.reset()
-        return "stopped"
-      }
+    let start = this.skipByteOrderMark(buffer)
+    // 0x0A never occurs inside a multi-byte UTF-8 sequence, so byte newlines are text newlines and
+    // every complete line is whole characters.
+    let newline = buffer.indexOf(NEWLINE, start)
+    if (newline !== -1 && this.pendingBytes > 0) {
+      if (this.pendingBytes + newline - start > max) return this.fail()
+      this.pending.push(buffer.subarray(start, newline))
+      const line = Buffer.concat(this.pending).toString("utf8")
+      this.pending = []
+      this.pendingBytes = 0
+      if (!onLine(line)) return this.stop()
       start = newline + 1
-      newline = text.indexOf("\n", start)
+      newline = buffer.indexOf(NEWLINE, start)
     }
-    this.pendingBytes = bytes.length - lastNewline - 1
-    if (this.pendingBytes > max) return this.fail()
-    this.pending = start === text.length ? "" : text.slice(start)
+    while (newline !== -1) {
+      if (newline - start > max) return this.fail()
+      if (!onLine(buffer.toString("utf8", start, newline))) return this.stop()
+      start = newline + 1
+      newline = buffer.indexOf(NEWLINE, start)
+    }
+    if (start < buffer.length) {
+      this.pendingBytes += buffer.length - start
+      if (this.pendingBytes > max) return this.fail()
+      // A copy: the network layer owns the chunk, and a view would keep all of it alive.
+      this.pending.push(Buffer.from(buffer.subarray(start)))
+    }
     return "ok"
   }
 
   /** The body ended: whatever followed the last `\n` (`""` when the body ended on a newline). */
   end(): string {
-    const rest = this.pending + this.decoder.decode()
-    this.pending = ""
-    this.pendingBytes = 0
+    const rest = this.pending.length === 0 ? "" : Buffer.concat(this.pending).toString("utf8")
+    this.reset()
     return rest
+  }
+
+  private skipByteOrderMark(buffer: Buffer): number {
+    if (!this.atStart || buffer.length === 0) return 0
+    this.atStart = false
+    return buffer.length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0
   }
 
   private fail(): PushResult {
@@ -86,10 +93,14 @@ export class LineSplitter {
     return "tooLong"
   }
 
+  private stop(): PushResult {
+    this.reset()
+    return "stopped"
+  }
+
   private reset(): void {
-    this.pending = ""
+    this.pending = []
     this.pendingBytes = 0
-    this.decoder.decode()
   }
 }
 
