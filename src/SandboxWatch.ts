@@ -53,6 +53,7 @@ import type { FullList } from "./KubeClient.ts"
 import * as KubeError from "./KubeError.ts"
 import type { Status } from "./KubeStatus.ts"
 import { isOlder } from "./internal/resourceVersion.ts"
+import type { LatestMailbox } from "./internal/LatestMailbox.ts"
 import { SubscriberHub } from "./internal/SubscriberHub.ts"
 import { DefaultLabelSelector, Sandbox, SandboxResource } from "./Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "./WatchEvent.ts"
@@ -644,31 +645,50 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
 
     const updateSubscriberGauge = Effect.suspend(() => Metric.set(metrics.subscribers, hub.subscribers))
 
-    /** Register under the cache's lock, so no change can slip between "current value" and "told". */
-    const register = <M>(subscribe: Effect.Effect<M, never, Scope.Scope>, initial: (mailbox: M, cache: SandboxCache) => void) =>
-      Effect.flatMap(Effect.scope, (scope) =>
-        SubscriptionRef.modifyEffect(cache, (current) =>
-          Effect.map(Scope.extend(subscribe, scope), (mailbox) => {
-            if (current.synced) initial(mailbox, current)
-            return [mailbox, current] as const
-          }))
-      ).pipe(Effect.tap(() => updateSubscriberGauge), Effect.tap(() => Effect.addFinalizer(() => updateSubscriberGauge)))
+    /**
+     * A subscription is one `Stream.repeatEffectChunk` over a mailbox. Its first pull registers,
+     * under the cache's lock so no change can slip between "current value" and "told"; its end
+     * unregisters. (A scoped acquire would add a scope and channel layers to every subscription:
+     * a quarter of what an idle one weighs.)
+     */
+    const subscription = <A>(
+      name: string | undefined,
+      initial: (mailbox: LatestMailbox<string, Option.Option<Sandbox>>, current: SandboxCache) => void,
+      present: (pending: Chunk.Chunk<readonly [string, Option.Option<Sandbox>]>) => Chunk.Chunk<A>
+    ): Stream.Stream<A> =>
+      Stream.suspend(() => {
+        let mailbox: LatestMailbox<string, Option.Option<Sandbox>> | undefined
+        const register = SubscriptionRef.modify(cache, (current) => {
+          const added = hub.add(name)
+          mailbox = added
+          if (current.synced) initial(added, current)
+          return [added, current] as const
+        }).pipe(Effect.zipLeft(updateSubscriberGauge))
+        const pull = Effect.suspend(() => (mailbox === undefined ? Effect.flatMap(register, (m) => m.takeAll) : mailbox.takeAll))
+        return Stream.repeatEffectChunk(Effect.map(pull, present)).pipe(
+          Stream.ensuring(
+            Effect.suspend(() => {
+              if (mailbox === undefined) return Effect.void
+              hub.remove(name, mailbox)
+              return updateSubscriberGauge
+            })
+          )
+        )
+      })
 
     const changes = (name: string): Stream.Stream<Option.Option<Sandbox>> =>
-      Stream.unwrapScoped(
-        Effect.map(
-          register(hub.subscribe(name), (mailbox, current) => mailbox.put(name, HashMap.get(current.objects, name))),
-          (mailbox) => Stream.repeatEffectChunk(Effect.map(mailbox.takeAll, Chunk.map(([, value]) => value)))
-        )
+      subscription(
+        name,
+        (mailbox, current) => mailbox.put(name, HashMap.get(current.objects, name)),
+        Chunk.map(([, value]) => value)
       )
 
-    const allChanges: Stream.Stream<SandboxChange> = Stream.unwrapScoped(
-      Effect.map(
-        register(hub.subscribeAll(), (mailbox, current) => {
-          for (const [name, sandbox] of current.objects) mailbox.put(name, Option.some(sandbox))
-        }),
-        (mailbox) => Stream.repeatEffectChunk(Effect.map(mailbox.takeAll, Chunk.map(([name, sandbox]) => ({ name, sandbox }))))
-      )
+    const allChanges: Stream.Stream<SandboxChange> = subscription(
+      undefined,
+      (mailbox, current) => {
+        for (const [name, sandbox] of current.objects) mailbox.put(name, Option.some(sandbox))
+      },
+      Chunk.map(([name, sandbox]) => ({ name, sandbox }))
     )
 
     const synced = cache.changes.pipe(

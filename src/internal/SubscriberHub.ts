@@ -1,10 +1,11 @@
 /**
  * Who listens to what. Telling a name touches only that name's subscribers and the few
  * whole-namespace ones, so the cost of a change does not grow with subscribers to other names.
+ * Adding and removing are plain calls: a subscription is a mailbox in a set, nothing more, so ten
+ * thousand idle ones weigh little beyond the streams that read them.
  *
  * @internal
  */
-import { Effect, type Scope } from "effect"
 import { LatestMailbox } from "./LatestMailbox.ts"
 
 export class SubscriberHub<V> {
@@ -24,44 +25,33 @@ export class SubscriberHub<V> {
   tell(name: string, value: V): void {
     const subscribers = this.byName.get(name)
     if (subscribers !== undefined) for (const mailbox of subscribers) mailbox.put(name, value)
-    for (const mailbox of this.everyName) mailbox.put(name, value)
+    if (this.everyName.size > 0) for (const mailbox of this.everyName) mailbox.put(name, value)
   }
 
-  /** A mailbox for one name, removed when the scope closes. */
-  subscribe(name: string): Effect.Effect<LatestMailbox<string, V>, never, Scope.Scope> {
-    return Effect.acquireRelease(
-      Effect.sync(() => {
-        const mailbox = new LatestMailbox<string, V>()
-        let set = this.byName.get(name)
-        if (set === undefined) this.byName.set(name, (set = new Set()))
-        set.add(mailbox)
-        this.count++
-        return mailbox
-      }),
-      (mailbox) =>
-        Effect.sync(() => {
-          const set = this.byName.get(name)
-          if (set?.delete(mailbox) === true) {
-            this.count--
-            if (set.size === 0) this.byName.delete(name)
-          }
-        })
-    )
+  /** A new mailbox for one name (`undefined`: every name). Pair with `remove`. */
+  add(name: string | undefined): LatestMailbox<string, V> {
+    const mailbox = new LatestMailbox<string, V>()
+    if (name === undefined) {
+      this.everyName.add(mailbox)
+    } else {
+      let set = this.byName.get(name)
+      if (set === undefined) this.byName.set(name, (set = new Set()))
+      set.add(mailbox)
+    }
+    this.count++
+    return mailbox
   }
 
-  /** A mailbox for every name, removed when the scope closes. */
-  subscribeAll(): Effect.Effect<LatestMailbox<string, V>, never, Scope.Scope> {
-    return Effect.acquireRelease(
-      Effect.sync(() => {
-        const mailbox = new LatestMailbox<string, V>()
-        this.everyName.add(mailbox)
-        this.count++
-        return mailbox
-      }),
-      (mailbox) =>
-        Effect.sync(() => {
-          if (this.everyName.delete(mailbox)) this.count--
-        })
-    )
+  /** Forgets a mailbox `add` returned; a second call does nothing. */
+  remove(name: string | undefined, mailbox: LatestMailbox<string, V>): void {
+    if (name === undefined) {
+      if (this.everyName.delete(mailbox)) this.count--
+      return
+    }
+    const set = this.byName.get(name)
+    if (set?.delete(mailbox) === true) {
+      this.count--
+      if (set.size === 0) this.byName.delete(name)
+    }
   }
 }
