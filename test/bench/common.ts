@@ -3,6 +3,7 @@
  * clock, and percentiles.
  */
 import * as Http from "node:http"
+import * as V8 from "node:v8"
 
 declare const gc: undefined | (() => void)
 
@@ -129,10 +130,25 @@ export const heapPartWay = async (newestSeen: () => number, resourceVersion: num
   return heap
 }
 
-/** The storm's heap figures, in MB and KB per resume after warm-up. */
-export const stormHeapFigures = (before: number, partWay: number, after: number, resumesAfterPartWay: number) => ({
+/** Bytes of V8's code space in use: machine code the JIT made, which grows while a program warms up. */
+export const codeSpaceBytes = (): number =>
+  V8.getHeapSpaceStatistics().find((space) => space.space_name === "code_space")?.space_used_size ?? 0
+
+/**
+ * The storm's heap figures, in MB and bytes per resume after warm-up. The first tenth of the storm
+ * warms the JIT (heap snapshots show its growth is nearly all `code`: bytecode and machine code),
+ * so what the storm leaves behind is judged from a tenth of the way to the end.
+ */
+export const stormHeapFigures = (
+  before: number,
+  partWay: number,
+  after: number,
+  resumesAfterPartWay: number,
+  code: { readonly before: number; readonly after: number }
+) => ({
   heapBeforeMB: before / 1048576,
   heapGrowthMB: (after - before) / 1048576,
+  codeGrowthMB: (code.after - code.before) / 1048576,
   heapGrowthAfterWarmupMB: (after - partWay) / 1048576,
   keptBytesPerResume: (after - partWay) / Math.max(1, resumesAfterPartWay)
 })

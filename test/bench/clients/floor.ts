@@ -6,7 +6,7 @@
  */
 import * as Http from "node:http"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
+import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 interface KubeObject {
@@ -185,6 +185,7 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       let newest = 0
       const done = reached(floor, target, (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion))))
       const before = await settledHeap()
+      const codeBefore = codeSpaceBytes()
       await window.start()
       const t0 = now()
       const c0 = cpuMs()
@@ -196,13 +197,14 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       const ms = now() - t0
       const cpu = cpuMs() - c0
       const after = await settledHeap()
+      const codeAfter = codeSpaceBytes()
       await snapshotIfAsked("after")
       return {
         figures: {
           ms,
           reconnectsPerSec: (shape.storm / ms) * 1000,
           cpuMsPerResume: cpu / shape.storm,
-          ...stormHeapFigures(before, partWay, after, shape.storm - warm)
+          ...stormHeapFigures(before, partWay, after, shape.storm - warm, { before: codeBefore, after: codeAfter })
         }
       }
     }

@@ -11,7 +11,7 @@ import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
+import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
@@ -193,6 +193,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* watch.synced
         yield* allSubscribed
         const heapBefore = yield* Effect.promise(settledHeap)
+        const codeBefore = codeSpaceBytes()
         const fibersBefore = (yield* supervisor.value).length
         const subsBefore = yield* subscriptions
         const healthBefore = yield* watch.health
@@ -207,6 +208,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
         const heapAfter = yield* Effect.promise(settledHeap)
+        const codeAfter = codeSpaceBytes()
         yield* Effect.promise(() => snapshotIfAsked("after"))
         const fibersAfter = (yield* supervisor.value).length
         const subsAfter = yield* subscriptions
@@ -216,7 +218,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             ms,
             reconnectsPerSec: (shape.storm / ms) * 1000,
             cpuMsPerResume: cpu / shape.storm,
-            ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm),
+            ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm, { before: codeBefore, after: codeAfter }),
             fibersBefore,
             fibersAfter,
             subsBefore,
