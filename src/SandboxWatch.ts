@@ -37,9 +37,11 @@ import {
   Duration,
   Effect,
   Fiber,
+  FiberRef,
   HashMap,
   Layer,
   Metric,
+  type MetricLabel,
   Option,
   Random,
   Ref,
@@ -216,6 +218,13 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
   }
 }
 
+/** What a watch's chunks need, taken once when it opens rather than for every chunk. */
+interface RoundContext {
+  readonly wake: Deferred.Deferred<void>
+  readonly clock: Clock.Clock
+  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+}
+
 /** What one batch of watch events did to the cache. */
 interface Applied {
   readonly resourceVersion: string
@@ -344,16 +353,14 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           return [applied, { synced: old.synced, objects: HashMap.endMutation(objects) }] as const
         }))
 
-    const countEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>) =>
-      Effect.suspend(() => {
-        const byType = { ADDED: 0, MODIFIED: 0, DELETED: 0, BOOKMARK: 0, ERROR: 0, UNDECODABLE: 0 }
-        for (const event of events) byType[event.type]++
-        return Effect.forEach(
-          Object.entries(byType) as Array<[keyof typeof byType, number]>,
-          ([type, n]) => (n > 0 ? Metric.incrementBy(eventCounters[type], n) : Effect.void),
-          { discard: true }
-        )
-      })
+    /** By type, synchronously: this runs for every chunk a watch reads. */
+    const countEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, labels: ReadonlyArray<MetricLabel.MetricLabel>) => {
+      const byType = { ADDED: 0, MODIFIED: 0, DELETED: 0, BOOKMARK: 0, ERROR: 0, UNDECODABLE: 0 }
+      for (const event of events) byType[event.type]++
+      for (const type of Object.keys(byType) as Array<keyof typeof byType>) {
+        if (byType[type] > 0) eventCounters[type].unsafeUpdate(byType[type], labels)
+      }
+    }
 
     const reportUndecodable = (bad: UndecodableEvent) =>
       Effect.logWarning(
@@ -496,35 +503,46 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           yield* Effect.sleep(Duration.millis(idleMillis - silent))
         }
       })
-      /** One chunk of events into the cache; an `ERROR` among them fails the round. */
-      const applyChunk = (chunk: Chunk.Chunk<WatchEvent<Sandbox>>, wake: Deferred.Deferred<void>) =>
-        Effect.gen(function*() {
-          const applied = yield* applyEvents(chunk, current)
-          lastActivity = yield* Clock.currentTimeMillis
+      /**
+       * One chunk of events into the cache; an `ERROR` among them fails the round. The common case
+       * (events applied, nothing to report) is one step after the cache's: a watch may read
+       * thousands of chunks a second.
+       */
+      const applyChunk = (chunk: Chunk.Chunk<WatchEvent<Sandbox>>, round: RoundContext) =>
+        Effect.flatMap(applyEvents(chunk, current), (applied) => {
+          lastActivity = round.clock.unsafeCurrentTimeMillis()
           counts.lastHeard = Option.some(lastActivity)
           current = applied.resourceVersion
-          yield* Ref.set(state, { _tag: "Watching", resourceVersion: current })
-          yield* countEvents(chunk)
-          if (applied.undecodable.length > 0) yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
-          if (applied.stale > 0) {
-            yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
-          }
-          if (applied.heard && !heard) {
-            heard = true
-            yield* Deferred.succeed(wake, undefined)
-          }
-          if (applied.error !== undefined) {
-            // Rule 8: a watch that said nothing but the ERROR waits one floor before the re-list.
-            return yield* Effect.fail(failureOfErrorEvent(applied.error, current, heard ? pauseNone : pauseFloor))
-          }
+          countEvents(chunk, round.metricLabels)
+          const firstWord = applied.heard && !heard
+          if (applied.heard) heard = true
+          const recorded = Ref.set(state, { _tag: "Watching", resourceVersion: current })
+          if (!firstWord && applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) return recorded
+          return Effect.gen(function*() {
+            yield* recorded
+            yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
+            if (applied.stale > 0) {
+              yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
+            }
+            if (firstWord) yield* Deferred.succeed(round.wake, undefined)
+            if (applied.error !== undefined) {
+              // Rule 8: a watch that said nothing but the ERROR waits one floor before the re-list.
+              return yield* Effect.fail(failureOfErrorEvent(applied.error, current, heard ? pauseNone : pauseFloor))
+            }
+          })
         })
       // The events are applied by one fiber per watch, raced once against the watchdog. Cutting
       // the watch short from inside the Stream (`Stream.interruptWhen`) would fork a fiber for
       // every chunk read, which profiles showed as a fifth of the watch's CPU.
       const events: Stream.Stream<string, RoundFailure> = Stream.unwrapScoped(
         Effect.gen(function*() {
-          // Completed by the first event heard (a healthy watch: the back-off resets) or by the end.
-          const wake = yield* Deferred.make<void>()
+          const round: RoundContext = {
+            // Completed by the first event heard (a healthy watch: the back-off resets) or by the end.
+            wake: yield* Deferred.make<void>(),
+            clock: yield* Effect.clock,
+            metricLabels: yield* FiberRef.get(FiberRef.currentMetricLabels)
+          }
+          const wake = round.wake
           const applyAll = client.watch(SandboxResource, Sandbox, {
             namespace: settings.namespace,
             labelSelector: settings.labelSelector,
@@ -532,7 +550,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             allowWatchBookmarks: true,
             timeoutSeconds: settings.timeoutSeconds
           }).pipe(
-            Stream.runForEachChunk((chunk) => applyChunk(chunk, wake)),
+            Stream.runForEachChunk((chunk) => applyChunk(chunk, round)),
             Effect.mapError((error) => (error._tag === "RoundFailure" ? error : failureOfError(error, "watch", current)))
           )
           const applier = yield* Effect.raceFirst(applyAll, watchdog).pipe(

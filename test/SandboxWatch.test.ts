@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Exit, Fiber, Logger, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
+import { Chunk, Duration, Effect, Either, Exit, Fiber, Logger, Metric, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import {
@@ -567,6 +567,44 @@ describe("SandboxWatch", () => {
       expect(yield* good.told).toEqual(["a@1:Pending", "a@11:Pending", "a@12:Pending"])
       expect((yield* watch.health).synced).toBe(true)
       expect(yield* w.aborted).toBe(false)
+    }))
+
+  it.scoped("metrics count applied events by type, re-lists and restarts by reason, and open subscriptions", () =>
+    Effect.gen(function*() {
+      // The registry is global and other tests feed it: compare before and after.
+      const count = (metric: Metric.Metric.Counter<number>, key: string, value: string) =>
+        Effect.map(Metric.value(Metric.tagged(metric, key, value)), (state) => state.count)
+      const read = Effect.all({
+        modified: count(SandboxWatch.metrics.events, "type", "MODIFIED"),
+        deleted: count(SandboxWatch.metrics.events, "type", "DELETED"),
+        bookmarks: count(SandboxWatch.metrics.events, "type", "BOOKMARK"),
+        errors: count(SandboxWatch.metrics.events, "type", "ERROR"),
+        expiredRelists: count(SandboxWatch.metrics.relists, "reason", "expired"),
+        expiredRestarts: count(SandboxWatch.metrics.restarts, "reason", "expired")
+      })
+      const before = yield* read
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5"), sandbox("b", "6")))
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11")), modified(sandbox("b", "12")), bookmark("13"))
+      // an ERROR after events re-lists at once
+      yield* w.emit(deleted(sandbox("a", "14")), errorEvent(410, "Expired", "too old"))
+      yield* kube.respondList(fullList("20", sandbox("b", "12")))
+      yield* kube.nextWatch
+      const after = yield* read
+      expect({
+        modified: after.modified - before.modified,
+        deleted: after.deleted - before.deleted,
+        bookmarks: after.bookmarks - before.bookmarks,
+        errors: after.errors - before.errors,
+        expiredRelists: after.expiredRelists - before.expiredRelists,
+        expiredRestarts: after.expiredRestarts - before.expiredRestarts
+      }).toEqual({ modified: 2, deleted: 1, bookmarks: 1, errors: 1, expiredRelists: 1, expiredRestarts: 1 })
+      const subscribed = yield* subscribe(watch.changes("b"))
+      yield* eventually(subscribed.told, (t) => t.length === 1)
+      expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(1)
+      yield* Fiber.interrupt(subscribed.fiber)
+      expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(0)
     }))
 
   // Live clock: TestClock lists every idle-timeout sleep ever registered, which would make 10,000
