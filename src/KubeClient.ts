@@ -17,6 +17,7 @@ import type { Scope } from "effect"
 import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
 import { bodyBroke, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
+import { decoderFor } from "./internal/plainDecoder.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
@@ -505,7 +506,7 @@ const makeService = (
     schema: Schema.Schema<A, I>,
     options: ListOptions = {}
   ): Effect.Effect<ListPage<A>, KubeClientError> =>
-    Effect.withSpan(listPage(resource, Schema.decodeUnknownEither(schema), options), "KubeClient.list", {
+    Effect.withSpan(listPage(resource, decoderFor(schema), options), "KubeClient.list", {
       attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
     })
 
@@ -514,7 +515,7 @@ const makeService = (
     schema: Schema.Schema<A, I>,
     options: Omit<ListOptions, "continue"> = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
-    const decode = Schema.decodeUnknownEither(schema)
+    const decode = decoderFor(schema)
     const attempt = (first: Omit<ListOptions, "continue">, restarts: number): Effect.Effect<FullList<A>, KubeClientError> =>
       Effect.gen(function*() {
         const items: Array<A> = []
@@ -556,7 +557,7 @@ const makeService = (
     options: WatchOptions = {}
   ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
-    const decode = Schema.decodeUnknownEither(schema)
+    const decode = decoderFor(schema)
     return Stream.unwrap(
       Effect.map(send("GET", path), (sent) =>
         sent.response.stream.pipe(
