@@ -4,8 +4,8 @@
  *
  * `Schema.decodeUnknownEither` walks the AST through generic parsers that build `Either`s at every
  * node; for a 3 KB Sandbox that costs more than the `JSON.parse` before it. Here the supported part
- * of the AST (struct and record types, arrays, string / number / boolean / literal leaves, unions
- * of those) is compiled once into plain functions that either return the decoded value or decline.
+ * of the AST (struct and record types, arrays, string / number / boolean / literal / unknown
+ * leaves, unions of those, suspended recursion) is compiled once into plain functions that either return the decoded value or decline.
  * A decline is not an error: the input then goes through `Schema.decodeUnknownEither`, whose answer
  * (a value, or the error and its message) is returned as is. So the compiled path may be stricter
  * than the Schema, never looser, and when it accepts, its output is what the Schema would return
@@ -88,7 +88,8 @@ const isKeyedMember = (ast: AST.AST): boolean => {
  * Sandbox). Keys enter the code only as `JSON.stringify`'d string literals; literals and nested
  * decoders as parameters.
  *
- * The Schema reads a property signature only when the key is the input's own. Asking
+ * The Schema tells an own key from an absent one with `hasOwnProperty` (an absent optional key is
+ * skipped, an absent required one read through the prototype chain, which is declined here). Asking
  * `hasOwnProperty` for every key cost a third of the decode, so the code asks only when the answer
  * is not already known: once the input's prototype is `Object.prototype` (or `null`), a value other
  * than `undefined` under a key `Object.prototype` does not have can only be the input's own. (A
