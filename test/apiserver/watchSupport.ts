@@ -163,8 +163,9 @@ export interface Probe {
 }
 
 /**
- * `KubeStatusError 401`, `KubeTransportError`, ...; a failure from outside the client (the watch
- * hanging up on a silent stream interrupts it with its own failure) by its tag and reason.
+ * `KubeStatusError 401`, `KubeTransportError`, ...; a failure from outside the client (one the
+ * caller's stream carried into the watch) by its tag and reason. A watch the caller hangs up on
+ * ends `interrupted`.
  */
 export const describeFailure = (error: KubeClientError | { readonly _tag: string; readonly reason?: unknown }): string =>
   error._tag === "KubeStatusError" && "code" in error
