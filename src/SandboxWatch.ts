@@ -542,7 +542,6 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             clock: yield* Effect.clock,
             metricLabels: yield* FiberRef.get(FiberRef.currentMetricLabels)
           }
-          const wake = round.wake
           const applyAll = client.watch(SandboxResource, Sandbox, {
             namespace: settings.namespace,
             labelSelector: settings.labelSelector,
@@ -554,12 +553,12 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             Effect.mapError((error) => (error._tag === "RoundFailure" ? error : failureOfError(error, "watch", current)))
           )
           const applier = yield* Effect.raceFirst(applyAll, watchdog).pipe(
-            Effect.ensuring(Deferred.succeed(wake, undefined)),
+            Effect.ensuring(Deferred.succeed(round.wake, undefined)),
             Effect.forkScoped
           )
           // Yields once, and only for a watch that said something; then ends as the watch did.
           // (`Stream.filter` would not do: an emptied chunk still counts as output and resets it.)
-          const healthy = Stream.unwrap(Effect.map(Deferred.await(wake), () => (heard ? Stream.make(current) : Stream.empty)))
+          const healthy = Stream.unwrap(Effect.map(Deferred.await(round.wake), () => (heard ? Stream.make(current) : Stream.empty)))
           return Stream.concat(healthy, Stream.drain(Stream.fromEffect(Fiber.join(applier))))
         })
       )
