@@ -14,7 +14,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 // Agent type matches `makeUndici` and no undeclared dependency is imported.
 import { Agent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
-import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema, Stream } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, type Schema, Stream } from "effect"
 import { bodyBroke, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
