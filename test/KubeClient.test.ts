@@ -757,6 +757,11 @@ describe("KubeClient.watch", () => {
         ["KubeClient.list", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "0" }],
         ["KubeClient.watch", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "5" }]
       ])
+      // The watch's span ends with its stream, and the request it sent is its child.
+      const watchSpan = ours[1]!
+      expect(watchSpan.status._tag).toBe("Ended")
+      const request = spans.find((s) => s !== watchSpan && Option.isSome(s.parent) && s.parent.value.spanId === watchSpan.spanId)
+      expect(request?.name).toMatch(/GET/)
     }))
 })
 
