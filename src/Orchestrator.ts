@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Data, Duration, Effect, Layer, Option, Ref, Stream } from "effect"
+import { Context, Data, Duration, Effect, Layer, Option, Stream } from "effect"
 import type { RepoStatus, Sandbox } from "./Sandbox.ts"
 import * as Evidence from "./SandboxEvidence.ts"
 import { SandboxWatch } from "./SandboxWatch.ts"
@@ -177,25 +177,19 @@ const waitOn = <A, E, E2>(
 ): Effect.Effect<A, E | E2> =>
   Effect.gen(function*() {
     // `last`: the latest change heard (none: nothing heard). `seen`: the last Sandbox that existed.
-    const heard = yield* Ref.make({
-      last: Option.none<Option.Option<Sandbox>>(),
-      seen: Option.none<Sandbox>()
+    // Plain variables: the wait runs `step` one change at a time.
+    let last = Option.none<Option.Option<Sandbox>>()
+    let seen = Option.none<Sandbox>()
+    const answer = watch.waitFor(name, (change) => {
+      const seenBefore = seen
+      last = Option.some(change)
+      if (Option.isSome(change)) seen = change
+      return decide(change, seenBefore)
     })
-    const answer = watch.changes(name).pipe(
-      Stream.mapEffect((change) =>
-        Ref.modify(heard, (h) => [h.seen, { last: Option.some(change), seen: Option.orElse(change, () => h.seen) }]).pipe(
-          Effect.flatMap((seenBefore) => decide(change, seenBefore))
-        )
-      ),
-      Stream.filterMap((a) => a),
-      Stream.runHead,
-      Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
-    )
     const result = yield* Effect.timeoutOption(answer, timeout)
     if (Option.isSome(result)) return result.value
-    const h = yield* Ref.get(heard)
     const health = yield* watch.health
-    return yield* onTimeout({ synced: health.synced || Option.isSome(h.last), last: h.last, seen: h.seen })
+    return yield* onTimeout({ synced: health.synced || Option.isSome(last), last, seen })
   })
 
 /** Build the service over a watch. */

@@ -75,7 +75,7 @@ export interface SandboxWatchHealth {
   readonly relists: number
   readonly watchRestarts: number
   readonly cached: number
-  /** Open `changes`/`allChanges` subscriptions. */
+  /** Open `changes`/`allChanges` subscriptions and `waitFor` waits. */
   readonly subscribers: number
 }
 
@@ -95,6 +95,19 @@ export interface SandboxWatchService {
    * A slow reader gets the latest state of each name that changed, never a backlog.
    */
   readonly allChanges: Stream.Stream<SandboxChange>
+  /**
+   * Runs `step` on what `changes(name)` would emit — nothing before the first list, then the
+   * cached value, then every change (changes that land while a step runs reach the next step as
+   * the latest one) — until `step` answers, and returns that answer.
+   *
+   * The cheap way to wait on one Sandbox: no stream runs, so a parked wait is a mailbox and the
+   * caller's own fiber, about a third of what an idle `changes` stream run by `Stream.runForEach`
+   * weighs (that also carries the stream's channel machinery and a fiber of its own).
+   */
+  readonly waitFor: <A, E, R>(
+    name: string,
+    step: (value: Option.Option<Sandbox>) => Effect.Effect<Option.Option<A>, E, R>
+  ) => Effect.Effect<A, E, R>
   /** Every cached Sandbox, by name. */
   readonly snapshot: Effect.Effect<ReadonlyMap<string, Sandbox>>
   readonly health: Effect.Effect<SandboxWatchHealth>
@@ -662,43 +675,74 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
 
     const updateSubscriberGauge = Effect.suspend(() => Metric.set(metrics.subscribers, hub.subscribers))
 
+    type Mailbox = LatestMailbox<string, Option.Option<Sandbox>>
+
     /**
-     * A subscription is one `Stream.repeatEffectChunk` over a mailbox. Its first pull registers,
-     * under the cache's lock so no change can slip between "current value" and "told"; its end
-     * unregisters. (A scoped acquire would add a scope and channel layers to every subscription:
-     * a quarter of what an idle one weighs.)
+     * A new mailbox for `name` (`undefined`: every name), registered under the cache's lock so no
+     * change can slip between "the current value" and "told"; once synced, `initial` puts what
+     * the cache holds now.
+     */
+    const register = (name: string | undefined, initial: (mailbox: Mailbox, current: SandboxCache) => void) =>
+      SubscriptionRef.modify(cache, (current) => {
+        const mailbox = hub.add(name)
+        if (current.synced) initial(mailbox, current)
+        return [mailbox, current] as const
+      }).pipe(Effect.zipLeft(updateSubscriberGauge))
+
+    const unregister = (name: string | undefined, mailbox: Mailbox) =>
+      Effect.suspend(() => {
+        hub.remove(name, mailbox)
+        return updateSubscriberGauge
+      })
+
+    const tellCurrent = (name: string) => (mailbox: Mailbox, current: SandboxCache) =>
+      mailbox.put(name, HashMap.get(current.objects, name))
+
+    /**
+     * A subscription is one `Stream.repeatEffectChunk` over a mailbox. Its first pull registers;
+     * its end unregisters. (A scoped acquire would add a scope and channel layers to every
+     * subscription: a quarter of what an idle one weighs.)
      */
     const subscription = <A>(
       name: string | undefined,
-      initial: (mailbox: LatestMailbox<string, Option.Option<Sandbox>>, current: SandboxCache) => void,
+      initial: (mailbox: Mailbox, current: SandboxCache) => void,
       present: (pending: Chunk.Chunk<readonly [string, Option.Option<Sandbox>]>) => Chunk.Chunk<A>
     ): Stream.Stream<A> =>
       Stream.suspend(() => {
-        let mailbox: LatestMailbox<string, Option.Option<Sandbox>> | undefined
-        const register = SubscriptionRef.modify(cache, (current) => {
-          const added = hub.add(name)
-          mailbox = added
-          if (current.synced) initial(added, current)
-          return [added, current] as const
-        }).pipe(Effect.zipLeft(updateSubscriberGauge))
-        const pull = Effect.suspend(() => (mailbox === undefined ? Effect.flatMap(register, (m) => m.takeAll) : mailbox.takeAll))
-        return Stream.repeatEffectChunk(Effect.map(pull, present)).pipe(
-          Stream.ensuring(
-            Effect.suspend(() => {
-              if (mailbox === undefined) return Effect.void
-              hub.remove(name, mailbox)
-              return updateSubscriberGauge
+        let mailbox: Mailbox | undefined
+        const pull = Effect.suspend(() =>
+          mailbox === undefined
+            ? Effect.flatMap(register(name, initial), (registered) => {
+              mailbox = registered
+              return registered.takeAll
             })
-          )
+            : mailbox.takeAll
+        )
+        return Stream.repeatEffectChunk(Effect.map(pull, present)).pipe(
+          Stream.ensuring(Effect.suspend(() => (mailbox === undefined ? Effect.void : unregister(name, mailbox))))
         )
       })
 
-    const changes = (name: string): Stream.Stream<Option.Option<Sandbox>> =>
-      subscription(
-        name,
-        (mailbox, current) => mailbox.put(name, HashMap.get(current.objects, name)),
-        Chunk.map(([, value]) => value)
+    const waitFor = <A, E, R>(
+      name: string,
+      step: (value: Option.Option<Sandbox>) => Effect.Effect<Option.Option<A>, E, R>
+    ): Effect.Effect<A, E, R> =>
+      Effect.acquireUseRelease(
+        register(name, tellCurrent(name)),
+        (mailbox) =>
+          Effect.gen(function*() {
+            for (;;) {
+              for (const [, value] of yield* mailbox.takeAll) {
+                const answer = yield* step(value)
+                if (Option.isSome(answer)) return answer.value
+              }
+            }
+          }),
+        (mailbox) => unregister(name, mailbox)
       )
+
+    const changes = (name: string): Stream.Stream<Option.Option<Sandbox>> =>
+      subscription(name, tellCurrent(name), Chunk.map(([, value]) => value))
 
     const allChanges: Stream.Stream<SandboxChange> = subscription(
       undefined,
@@ -735,6 +779,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
       get: (name) => Effect.map(SubscriptionRef.get(cache), (current) => HashMap.get(current.objects, name)),
       changes,
       allChanges,
+      waitFor,
       snapshot: Effect.map(SubscriptionRef.get(cache), (current) => new Map(current.objects)),
       health
     } satisfies SandboxWatchService

@@ -388,6 +388,51 @@ describe("SandboxWatch", () => {
       expect(yield* nobody.told).toEqual(["gone"])
     }))
 
+  it.scoped("waitFor steps through the first list and each change until it answers, then lets go", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const stepped = yield* Ref.make<ReadonlyArray<string>>([])
+      const ready = yield* Effect.fork(
+        watch.waitFor("a", (value) =>
+          Effect.as(
+            Ref.update(stepped, (all) => [...all, describeTold(value)]),
+            Option.filter(value, (s) => s.status?.phase === "Ready")
+          ))
+      )
+      yield* settle
+      expect((yield* watch.health).subscribers).toBe(1)
+      expect(yield* Ref.get(stepped)).toEqual([])
+      yield* kube.respondList(fullList("10", sandbox("a", "3")))
+      yield* eventually(Ref.get(stepped), (t) => t.length === 1)
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11")))
+      yield* eventually(Ref.get(stepped), (t) => t.length === 2)
+      yield* w.emit(modified(sandbox("a", "12", "Ready")))
+      const answer = yield* Fiber.join(ready)
+      expect(describeTold(Option.some(answer))).toBe("a@12:Ready")
+      expect(yield* Ref.get(stepped)).toEqual(["a@3:Pending", "a@11:Pending", "a@12:Ready"])
+      expect((yield* watch.health).subscribers).toBe(0)
+      // Answered waits hear nothing more.
+      yield* w.emit(modified(sandbox("a", "13", "Ready")))
+      yield* eventually(watch.get("a"), (a) => describeTold(a) === "a@13:Ready")
+      expect(yield* Ref.get(stepped)).toHaveLength(3)
+    }))
+
+  it.scoped("waitFor fails with its step's error, and a wait interrupted or failed is unregistered", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "3")))
+      yield* watch.synced
+      const failed = yield* Effect.either(
+        watch.waitFor("a", (value) => (Option.isSome(value) ? Effect.fail("refused" as const) : Effect.succeedNone))
+      )
+      expect(failed).toEqual(Either.left("refused"))
+      const parked = yield* Effect.fork(watch.waitFor("b", () => Effect.succeedNone))
+      yield* eventually(watch.health, (h) => h.subscribers === 1)
+      yield* Fiber.interrupt(parked)
+      expect((yield* watch.health).subscribers).toBe(0)
+    }))
+
   // -- rule 11 -----------------------------------------------------------------------------------
 
   it.scoped("11. a re-list replaces the cache at once and tells exactly the names that changed or went", () =>

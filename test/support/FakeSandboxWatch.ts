@@ -49,19 +49,29 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
       return map
     })
 
+    const changes = (name: string) =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          yield* Deferred.await(synced)
+          yield* Effect.acquireRelease(
+            Effect.sync(() => readers.set(name, (readers.get(name) ?? 0) + 1)),
+            () => Effect.sync(() => readers.set(name, (readers.get(name) ?? 1) - 1))
+          )
+          return (yield* cell(name)).changes
+        })
+      )
+
     const service: SandboxWatchService = {
       synced: Deferred.await(synced),
       get: (name) => Effect.flatMap(cell(name), SubscriptionRef.get),
-      changes: (name) =>
-        Stream.unwrapScoped(
-          Effect.gen(function*() {
-            yield* Deferred.await(synced)
-            yield* Effect.acquireRelease(
-              Effect.sync(() => readers.set(name, (readers.get(name) ?? 0) + 1)),
-              () => Effect.sync(() => readers.set(name, (readers.get(name) ?? 1) - 1))
-            )
-            return (yield* cell(name)).changes
-          })
+      changes,
+      // The real one parks on a mailbox; here the contract is what matters: `step` over `changes`.
+      waitFor: (name, step) =>
+        changes(name).pipe(
+          Stream.mapEffect(step),
+          Stream.filterMap((answer) => answer),
+          Stream.runHead,
+          Effect.flatMap(Option.match({ onNone: () => Effect.never, onSome: Effect.succeed }))
         ),
       allChanges: Stream.unwrapScoped(
         Effect.gen(function*() {
