@@ -5,8 +5,11 @@ import type { DataShape } from "./data.ts"
 
 export type Scenario = "sync" | "tp" | "heap" | "fanout" | "storm" | "lat"
 
-/** Fan-out variants: no subscriber, 10,000 idle ones to other names, one on each hot name. */
-export type Fanout = "none" | "idle" | "hot"
+/**
+ * Fan-out variants: no subscriber, 10,000 idle `changes` streams on other names, 10,000 idle
+ * `waitFor` waits on other names, one stream on each hot name.
+ */
+export type Fanout = "none" | "idle" | "waits" | "hot"
 
 export interface ChildParams {
   readonly client: string
@@ -18,8 +21,10 @@ export interface ChildParams {
   /** List page size; 0 for one unpaged list. */
   readonly pageSize: number
   readonly fanout?: Fanout
-  /** Idle subscribers of the `idle` fan-out. */
+  /** Idle subscribers of the `idle` and `waits` fan-outs. */
   readonly idleSubscribers?: number
+  /** Tell latency: subscribers are `waitFor` waits rather than `changes` streams. */
+  readonly waits?: boolean
   /** Floor only: drop `metadata.managedFields` before caching, the least a slimming cache keeps. */
   readonly slim?: boolean
   /** The peer package to load (client-node 2.x or its 1.x alias). */

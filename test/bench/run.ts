@@ -112,6 +112,7 @@ interface Entry {
   readonly pageSize: number
   readonly fanout?: Fanout
   readonly slim?: boolean
+  readonly waits?: boolean
 }
 
 const entriesOf = (scenario: Scenario): Array<Entry> => {
@@ -126,8 +127,14 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
       const fanoutNode = programs.some((p) => p.client === "sandboxWatch" && p.nodeName === "20") ? "20" : "22"
       if (program.nodeName !== fanoutNode) continue
       if (program.client === "sandboxWatch") {
-        for (const fanout of ["none", "idle", "hot"] as const) {
-          const what = { none: "no subscriber", idle: `${idleSubscribers.toLocaleString("en")} idle subscribers`, hot: `${shape.hot} subscribers on the hot names` }[fanout]
+        for (const fanout of ["none", "idle", "waits", "hot"] as const) {
+          const idle = idleSubscribers.toLocaleString("en")
+          const what = {
+            none: "no subscriber",
+            idle: `${idle} idle subscribers (\`changes\` streams)`,
+            waits: `${idle} idle waits (\`waitFor\`)`,
+            hot: `${shape.hot} subscribers on the hot names`
+          }[fanout]
           out.push({ ...base, key: `${program.id}/${fanout}`, label: `${base.label}, ${what}`, pageSize, fanout })
         }
       } else if (program.client === "floor") out.push({ ...base, key: program.id, pageSize })
@@ -136,6 +143,9 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
     out.push({ ...base, key: program.id, pageSize })
     if (scenario === "sync" && program.client === "floor") {
       out.push({ ...base, key: `${program.id}/unpaged`, label: `${base.label}, one unpaged list`, pageSize: 0 })
+    }
+    if (scenario === "lat" && program.client === "sandboxWatch") {
+      out.push({ ...base, key: `${program.id}/waits`, label: `${base.label}, subscribers as \`waitFor\` waits`, pageSize, waits: true })
     }
     if (scenario === "heap" && program.client === "floor") {
       out.push({ ...base, key: `${program.id}/slim`, label: `${base.label}, managedFields deleted`, pageSize, slim: true })
@@ -171,6 +181,7 @@ const runChild = (
     pageSize: entry.pageSize,
     ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
     ...(entry.slim === true ? { slim: true } : {}),
+    ...(entry.waits === true ? { waits: true } : {}),
     ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer })
   }
   return new Promise((resolve, reject) => {
@@ -280,7 +291,7 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
         const r = ratio(median(eps), base)
         const cpu = median(figure(results, e.key, "cpuUsPerEvent"))
         const perSubscriber = e.fanout === undefined || e.fanout === "none" ? "" : fmt(median(figure(results, e.key, "bytesPerSubscriber")))
-        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" ? verdict(r >= 0.9) : "", fmt(cpu, 1), perSubscriber, String(runs(e))]))
+        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" || e.fanout === "waits" ? verdict(r >= 0.9) : "", fmt(cpu, 1), perSubscriber, String(runs(e))]))
       }
       return { title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`, lines }
     }
@@ -332,8 +343,8 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
     }
     case "lat": {
       lines.push(
-        row(["program", "p50 ms", "p99 ms, median (worst)", "p99 of the second half", "max ms", "longest GC pause ms", "events seen", "target p99 < 2 ms", "runs"]),
-        "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
+        row(["program", "p50 ms", "p99 ms, median (worst)", "p99 of the second half", "max ms", "collections, median", "longest GC pause ms", "events seen", "target p99 < 2 ms", "runs"]),
+        "|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"
       )
       for (const e of entries) {
         const p99 = figure(results, e.key, "p99")
@@ -344,6 +355,7 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
             p99.length === 0 ? "—" : `${fmt(median(p99), 3)} (${fmt(Math.max(...p99), 3)})`,
             fmt(median(figure(results, e.key, "p99SecondHalf")), 3),
             fmt(Math.max(...figure(results, e.key, "max")), 2),
+            fmt(median(figure(results, e.key, "gcs"))),
             fmt(Math.max(...figure(results, e.key, "gcLongestMs")), 1),
             fmt(median(figure(results, e.key, "samples"))),
             e.program.client === "sandboxWatch" && p99.length > 0 ? verdict(Math.max(...p99) < 2) : "",

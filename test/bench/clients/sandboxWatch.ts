@@ -1,6 +1,7 @@
 /**
  * sandbox-watch as an application uses it: `SandboxWatch.layer` on `KubeClient.layer` on
- * `KubeConfig.layerStatic`, subscribers as `Stream.runForEach(watch.changes(name), ...)` fibers.
+ * `KubeConfig.layerStatic`, subscribers as `Stream.runForEach(watch.changes(name), ...)` fibers
+ * (or, where a row says so, `watch.waitFor(name, ...)` waits).
  * In the storm, every fiber the watch and its subscribers start runs under one `Supervisor.track`,
  * so it can count the live ones.
  */
@@ -17,12 +18,20 @@ import type { ChildParams, ChildResult } from "../protocol.ts"
 type Service = SandboxWatch.SandboxWatchService
 
 /** Forks one subscriber of `name`; `onValue` runs in the subscriber's fiber for every value. */
+/** A `changes` stream run by a fiber, or (`waits`) a `waitFor` whose step never answers. */
 const subscribe = (
   watch: Service,
   name: string,
-  onValue: (value: Option.Option<Sandbox>) => void
+  onValue: (value: Option.Option<Sandbox>) => void,
+  waits = false
 ): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.asVoid(Effect.forkScoped(Stream.runForEach(watch.changes(name), (value) => Effect.sync(() => onValue(value)))))
+  Effect.asVoid(
+    Effect.forkScoped(
+      waits
+        ? watch.waitFor(name, (value) => Effect.sync(() => (onValue(value), Option.none<never>())))
+        : Stream.runForEach(watch.changes(name), (value) => Effect.sync(() => onValue(value)))
+    )
+  )
 
 const rvOf = (value: Option.Option<Sandbox>) => (Option.isSome(value) ? value.value.metadata.resourceVersion : undefined)
 
@@ -56,7 +65,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
     if (p.scenario === "sync") yield* Effect.promise(window.start)
     const started = now()
-  const c0 = cpuMs()
+    const c0 = cpuMs()
     const context = yield* Layer.build(layer)
     const watch = Context.get(context, SandboxWatch.SandboxWatch)
 
@@ -72,7 +81,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           firstValues++
         }
         onValue(value)
-      })
+      }, p.waits === true)
     }
     /** A promise that resolves when a subscriber of `target.name` has been told `target`. */
     const toldOf = (target: { name: string; resourceVersion: string }, also?: (value: Option.Option<Sandbox>) => void) => {
@@ -142,6 +151,19 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             // Names no event touches: the cold ones, then names that are not there at all.
             const name = hot + i < shape.n ? nameOf(hot + i) : `absent-${i}`
             yield* subscribeCounted(name, () => void deliveries++)
+          }
+        } else if (p.fanout === "waits") {
+          const count = p.idleSubscribers ?? 10_000
+          for (let i = 0; i < count; i++) {
+            const name = hot + i < shape.n ? nameOf(hot + i) : `absent-${i}`
+            subscribers++
+            let first = true
+            yield* subscribe(watch, name, () => {
+              if (first) {
+                first = false
+                firstValues++
+              } else deliveries++
+            }, true)
           }
         } else if (p.fanout === "hot") {
           for (let i = 0; i < hot; i++) {
