@@ -29,6 +29,11 @@ export interface ChildParams {
   readonly slim?: boolean
   /** The peer package to load (client-node 2.x or its 1.x alias). */
   readonly peer?: string
+  /**
+   * `url` is the real kube-apiserver: HTTPS verified against its CA, with a bearer token. Both come
+   * by environment ({@link SecretEnv}), never in these params, which are a process argument.
+   */
+  readonly tls?: boolean
 }
 
 export interface ChildResult {
@@ -36,6 +41,24 @@ export interface ChildResult {
   readonly figures: Record<string, number>
   /** A problem worth showing next to the figures (a wrong final state, a missing subscriber). */
   readonly note?: string
+}
+
+/** The environment variables that carry the real kube-apiserver's CA (PEM) and token to a child. */
+export const SecretEnv = { ca: "BENCH_APISERVER_CA", token: "BENCH_APISERVER_TOKEN" } as const
+
+export interface ApiServerSecrets {
+  readonly caPem: string
+  /** Secret: never printed, never in a result. */
+  readonly token: string
+}
+
+/** The CA and token of a `tls` child, from its environment; undefined for the replay server. */
+export const apiServerSecrets = (p: ChildParams): ApiServerSecrets | undefined => {
+  if (p.tls !== true) return undefined
+  const caPem = process.env[SecretEnv.ca] ?? ""
+  const token = process.env[SecretEnv.token] ?? ""
+  if (caPem === "" || token === "") throw new Error(`a tls child needs ${SecretEnv.ca} and ${SecretEnv.token} in its environment`)
+  return { caPem, token }
 }
 
 /** The mode of a scenario's namespace on the replay server. */

@@ -12,12 +12,17 @@
  *   npm run bench -- --snapshot sw@20     # the heap scenario with a heap snapshot, by constructor
  *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
  *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
+ *   npm run bench -- --only sync --no-apiserver      # without the real kube-apiserver rows
+ *
+ * The sync scenario also runs every program against a real kube-apiserver 1.20.2 on etcd when
+ * `bash test/apiserver/build.sh` has built it (started once, seeded with the same N Sandboxes).
  *
  * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
  * installed in test/bench (`npm ci --prefix test/bench`), as is client-node.
  */
 import { spawn, spawnSync } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -26,7 +31,9 @@ import type { DataShape } from "./data.ts"
 import { markdown } from "./profile.ts"
 import { diffMarkdown as snapshotDiff, markdown as snapshotMarkdown } from "./snapshot.ts"
 import type { ChildParams, ChildResult, Fanout, Scenario } from "./protocol.ts"
-import { modeOf } from "./protocol.ts"
+import { modeOf, SecretEnv } from "./protocol.ts"
+import * as RealServer from "./realServer.ts"
+import type { RealTarget } from "./realServer.ts"
 import * as Server from "./server.ts"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
@@ -113,9 +120,13 @@ interface Entry {
   readonly fanout?: Fanout
   readonly slim?: boolean
   readonly waits?: boolean
+  /** Against the real kube-apiserver instead of the replay server. */
+  readonly real?: boolean
 }
 
-const entriesOf = (scenario: Scenario): Array<Entry> => {
+const realLabel = `against the real kube-apiserver ${RealServer.KubeVersion} (etcd)`
+
+const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => {
   const out: Array<Entry> = []
   for (const program of programs) {
     const base = { program, label: `${program.label} (Node ${program.nodeName})` }
@@ -151,6 +162,10 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
       out.push({ ...base, key: `${program.id}/slim`, label: `${base.label}, managedFields deleted`, pageSize, slim: true })
     }
   }
+  // Every sync line again against the real server, below the replay ones, in the same rounds.
+  if (scenario === "sync" && withRealServer) {
+    out.push(...out.map((e) => ({ ...e, key: `${e.key}/real`, label: `${e.label}, ${realLabel}`, real: true })))
+  }
   return out
 }
 
@@ -159,11 +174,14 @@ const entriesOf = (scenario: Scenario): Array<Entry> => {
 // ---------------------------------------------------------------------------------------------
 
 let runCounter = 0
+/** Children running now, killed if the run is interrupted. */
+const liveChildren = new Set<ChildProcess>()
 
 const runChild = (
   entry: Entry,
   scenario: Scenario,
-  url: string,
+  /** The replay server's url, or the real kube-apiserver (its namespace, CA and token). */
+  server: string | RealTarget,
   /** Where to write a V8 profile of the measured window; none when undefined. */
   profileFile?: string,
   /** Node 22's own type stripping instead of tsx: source lines and names survive, for profiles. */
@@ -171,7 +189,11 @@ const runChild = (
   /** Where to write a heap snapshot at the end of the heap scenario; none when undefined. */
   snapshotFile?: string
 ): Promise<ChildResult> => {
-  const namespace = `${modeOf(scenario)}-${process.pid}-${++runCounter}`
+  const real = typeof server === "string" ? undefined : server
+  const url = typeof server === "string" ? server : server.url
+  const namespace = real?.namespace ?? `${modeOf(scenario)}-${process.pid}-${++runCounter}`
+  // The token travels by environment only; whatever a child prints is shown without it.
+  const redact = (text: string) => (real === undefined ? text : text.split(real.token).join("<token>"))
   const params: ChildParams = {
     client: entry.program.client,
     scenario,
@@ -182,20 +204,23 @@ const runChild = (
     ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
     ...(entry.slim === true ? { slim: true } : {}),
     ...(entry.waits === true ? { waits: true } : {}),
-    ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer })
+    ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer }),
+    ...(real === undefined ? {} : { tls: true })
   }
+  const secrets = real === undefined ? {} : { [SecretEnv.ca]: real.caPem, [SecretEnv.token]: real.token }
   return new Promise((resolve, reject) => {
     const child = spawn(
       entry.program.node,
       ["--expose-gc", ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
-      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "", BENCH_HEAPSNAPSHOT: snapshotFile ?? "" } }
+      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "", BENCH_HEAPSNAPSHOT: snapshotFile ?? "", ...secrets } }
     )
+    liveChildren.add(child)
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
     child.stderr.on("data", (d: Buffer) => {
       stderr += d.toString()
-      if (verbose) process.stderr.write(d)
+      if (verbose) process.stderr.write(redact(d.toString()))
     })
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
@@ -203,10 +228,11 @@ const runChild = (
     }, childTimeoutMs)
     child.on("error", reject)
     child.on("exit", (code) => {
+      liveChildren.delete(child)
       clearTimeout(timer)
       const line = stdout.trim().split("\n").pop() ?? ""
       if (code === 0 && line.startsWith("{")) return resolve(JSON.parse(line) as ChildResult)
-      const why = (stderr.trim() || stdout.trim()).split("\n").slice(0, 6).join(" / ")
+      const why = redact(stderr.trim() || stdout.trim()).split("\n").slice(0, 6).join(" / ")
       reject(new Error(`${entry.key} ${scenario}: exit ${code}: ${why.slice(0, 600)}`))
     })
   })
@@ -237,8 +263,15 @@ interface Table {
   readonly lines: ReadonlyArray<string>
 }
 
-const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Results): Table => {
-  const floorOf = (e: Entry) => `floor@${e.program.nodeName}`
+const tableOf = (
+  scenario: Scenario,
+  entries: ReadonlyArray<Entry>,
+  results: Results,
+  /** Lines under the table: what a group of rows ran against, or why it did not run. */
+  below: ReadonlyArray<string> = []
+): Table => {
+  // The floor on the same Node and the same server.
+  const floorOf = (e: Entry) => `floor@${e.program.nodeName}${e.real === true ? "/real" : ""}`
   const row = (cells: ReadonlyArray<string>) => `| ${cells.join(" | ")} |`
   const lines: Array<string> = []
   const runs = (e: Entry) => (results.get(e.key) ?? []).length
@@ -253,8 +286,11 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
         const cpu = figure(results, e.key, "cpuMs")
         const r = ratio(median(ms), median(figure(results, floorOf(e), "ms")))
         const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuMs")))
-        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 1.1) : "", fmt(median(cpu)), fmt(rc, 2), String(runs(e))]))
+        // The target is about the client's own work, which only the replay server isolates.
+        const judged = e.program.client === "sandboxWatch" && e.real !== true
+        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), judged ? verdict(r <= 1.1) : "", fmt(median(cpu)), fmt(rc, 2), String(runs(e))]))
       }
+      if (below.length > 0) lines.push("", ...below)
       return { title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`, lines }
     }
     case "tp": {
@@ -374,6 +410,37 @@ const tableOf = (scenario: Scenario, entries: ReadonlyArray<Entry>, results: Res
 
 const command = `npm run bench${argv.length > 0 ? ` -- ${argv.join(" ")}` : ""}`
 
+/** Stops the real kube-apiserver and its etcd while they run. */
+let stopRealServer: (() => Promise<void>) | undefined
+
+/**
+ * The real kube-apiserver for the sync scenario, started and seeded; or, when it is not to be had,
+ * the line that says so under the table (and a failure when it was there but would not start).
+ */
+const realServerFor = async (failures: Array<string>): Promise<{ readonly server?: RealServer.SeededServer; readonly below: string }> => {
+  if (flag("no-apiserver")) return { below: "Real kube-apiserver rows not run (`--no-apiserver`)." }
+  if (!RealServer.available()) {
+    return {
+      below: `Real kube-apiserver rows skipped: no kube-apiserver ${RealServer.KubeVersion} binary. ` +
+        "`bash test/apiserver/build.sh` builds it (once; etcd from Debian), and every sync run includes them from then on."
+    }
+  }
+  try {
+    const server = await RealServer.startSeeded(
+      shape.n,
+      (stop) => (stopRealServer = stop),
+      (line) => process.stderr.write(`  real kube-apiserver: ${line}\n`)
+    )
+    return { server, below: server.about }
+  } catch (error) {
+    const message = `real kube-apiserver: ${error instanceof Error ? error.message : String(error)}`
+    failures.push(message)
+    await stopRealServer?.()
+    stopRealServer = undefined
+    return { below: `Real kube-apiserver rows not run: ${message.split("\n")[0]}` }
+  }
+}
+
 const profileRun = async (spec: string) => {
   const [programId, scenario] = spec.split(":") as [string, Scenario | undefined]
   // tsx hands V8 whitespace-minified code whose functions are all "(anonymous)" on line 1, so a
@@ -476,40 +543,59 @@ const main = async () => {
   const tables: Array<Table> = []
   const failures: Array<string> = []
   const all: Record<string, Record<string, Array<Record<string, number>>>> = {}
+  // An interrupt must leave no child, etcd or kube-apiserver running.
+  const interrupted = (signal: NodeJS.Signals) => {
+    process.stderr.write(`\n${signal}: stopping the children and servers\n`)
+    for (const child of liveChildren) child.kill("SIGKILL")
+    void (stopRealServer?.() ?? Promise.resolve()).finally(() => process.exit(130))
+  }
+  process.once("SIGINT", interrupted)
+  process.once("SIGTERM", interrupted)
   try {
     for (const scenario of scenarios) {
-      const entries = entriesOf(scenario)
+      // Up only while the sync scenario runs, so it does not weigh on the others.
+      const real = scenario === "sync" ? await realServerFor(failures) : undefined
+      const realTarget = real?.server?.target
+      const entries = entriesOf(scenario, realTarget !== undefined)
       const results: Results = new Map()
       const failed = new Set<string>()
       const notes: Array<string> = []
-      for (let r = 0; r < rounds; r++) {
-        const order = r % 2 === 0 ? entries : [...entries].reverse()
-        for (const entry of order) {
-          if (failed.has(entry.key)) continue
-          const began = Date.now()
-          try {
-            const result = await runChild(entry, scenario, server.url)
-            const list = results.get(entry.key) ?? []
-            list.push(result.figures)
-            results.set(entry.key, list)
-            if (result.note !== undefined) notes.push(`${entry.label}: ${result.note}`)
-            process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: ${JSON.stringify(result.figures)} (${((Date.now() - began) / 1000).toFixed(1)} s)\n`)
-          } catch (error) {
-            failed.add(entry.key)
-            const message = error instanceof Error ? error.message : String(error)
-            failures.push(message)
-            process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: FAILED ${message}\n`)
+      try {
+        for (let r = 0; r < rounds; r++) {
+          const order = r % 2 === 0 ? entries : [...entries].reverse()
+          for (const entry of order) {
+            if (failed.has(entry.key)) continue
+            const began = Date.now()
+            try {
+              const result = await runChild(entry, scenario, entry.real === true && realTarget !== undefined ? realTarget : server.url)
+              const list = results.get(entry.key) ?? []
+              list.push(result.figures)
+              results.set(entry.key, list)
+              if (result.note !== undefined) notes.push(`${entry.label}: ${result.note}`)
+              process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: ${JSON.stringify(result.figures)} (${((Date.now() - began) / 1000).toFixed(1)} s)\n`)
+            } catch (error) {
+              failed.add(entry.key)
+              const message = error instanceof Error ? error.message : String(error)
+              failures.push(message)
+              process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: FAILED ${message}\n`)
+            }
           }
         }
+      } finally {
+        await stopRealServer?.()
+        stopRealServer = undefined
       }
       all[scenario] = Object.fromEntries(results)
-      const table = tableOf(scenario, entries, results)
+      const table = tableOf(scenario, entries, results, real === undefined ? [] : [real.below])
       tables.push(table)
       console.log(`## ${table.title}\n\n${table.lines.join("\n")}\n`)
       for (const note of notes) console.log(`- ${note}`)
     }
   } finally {
+    await stopRealServer?.()
     await server.close()
+    process.off("SIGINT", interrupted)
+    process.off("SIGTERM", interrupted)
   }
   const footer = [
     `Load average at end: ${load()}; wall time ${((Date.now() - t0) / 1000).toFixed(0)} s.`,

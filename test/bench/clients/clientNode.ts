@@ -10,6 +10,7 @@
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
 import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
+import { apiServerSecrets } from "../protocol.ts"
 
 interface KubeObject {
   readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly annotations?: Record<string, string> }
@@ -40,9 +41,16 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   const specifier = p.peer ?? "@kubernetes/client-node"
   const k8s = (await import(specifier)) as ClientNode
   const kc = new k8s.KubeConfig()
+  // The replay server speaks plain HTTP, which client-node allows only with skipTLSVerify; the
+  // real kube-apiserver is verified against its CA, as a kubeconfig's certificate-authority-data.
+  const secrets = apiServerSecrets(p)
   kc.loadFromOptions({
-    clusters: [{ name: "bench", server: p.url, skipTLSVerify: true }],
-    users: [{ name: "bench", token: "bench" }],
+    clusters: [
+      secrets === undefined
+        ? { name: "bench", server: p.url, skipTLSVerify: true }
+        : { name: "bench", server: p.url, caData: Buffer.from(secrets.caPem).toString("base64") }
+    ],
+    users: [{ name: "bench", token: secrets?.token ?? "bench" }],
     contexts: [{ name: "bench", cluster: "bench", user: "bench", namespace: p.namespace }],
     currentContext: "bench"
   })

@@ -1,13 +1,16 @@
 /**
  * The floor: the least any JSON client of a watch must do. Fetch the bytes (node:http, one
- * keep-alive agent), `JSON.parse` each list or each event line, `Map.set` the object by name, keep
- * the resourceVersion, resume a watch the server closed. No schema, no retries, no subscribers
- * beyond one direct callback.
+ * keep-alive agent; node:https with the CA and a bearer token against the real kube-apiserver),
+ * `JSON.parse` each list or each event line, `Map.set` the object by name, keep the
+ * resourceVersion, resume a watch the server closed. No schema, no retries, no subscribers beyond
+ * one direct callback.
  */
 import * as Http from "node:http"
+import * as Https from "node:https"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
 import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
-import type { ChildParams, ChildResult } from "../protocol.ts"
+import type { ApiServerSecrets, ChildParams, ChildResult } from "../protocol.ts"
+import { apiServerSecrets } from "../protocol.ts"
 
 interface KubeObject {
   readonly metadata: {
@@ -27,20 +30,31 @@ class Floor {
   slim = false
   /** Called after each object event is in the cache. */
   onObject: ((object: KubeObject) => void) | undefined = undefined
-  private readonly agent = new Http.Agent({ keepAlive: true })
+  private readonly agent: Http.Agent
+  private readonly get: typeof Http.get
+  private readonly headers: Http.OutgoingHttpHeaders
   private readonly path: string
   private stopped = false
 
   private readonly server: string
 
-  constructor(server: string, namespace: string) {
+  constructor(server: string, namespace: string, secrets?: ApiServerSecrets) {
     this.server = server
     this.path = `/apis/${Group}/${Version}/namespaces/${encodeURIComponent(namespace)}/${Plural}`
+    if (secrets === undefined) {
+      this.agent = new Http.Agent({ keepAlive: true })
+      this.get = Http.get
+      this.headers = {}
+    } else {
+      this.agent = new Https.Agent({ keepAlive: true, ca: secrets.caPem })
+      this.get = Https.get
+      this.headers = { authorization: `Bearer ${secrets.token}` }
+    }
   }
 
   private body(url: string): Promise<string> {
     return new Promise((resolve, reject) => {
-      Http.get(url, { agent: this.agent }, (res) => {
+      this.get(url, { agent: this.agent, headers: this.headers }, (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (chunk: Buffer) => chunks.push(chunk))
         res.on("end", () =>
@@ -96,7 +110,7 @@ class Floor {
   private watchOnce(): Promise<void> {
     const query = new URLSearchParams({ watch: "true", resourceVersion: this.resourceVersion, allowWatchBookmarks: "true" })
     return new Promise((resolve, reject) => {
-      Http.get(`${this.server}${this.path}?${query}`, { agent: this.agent }, (res) => {
+      this.get(`${this.server}${this.path}?${query}`, { agent: this.agent, headers: this.headers }, (res) => {
         if (res.statusCode !== 200) return reject(new Error(`watch: HTTP ${res.statusCode}`))
         let rest: Buffer | undefined
         res.on("data", (chunk: Buffer) => {
@@ -142,11 +156,12 @@ const reached = (floor: Floor, target: { name: string; resourceVersion: string }
 
 export const run = async (p: ChildParams): Promise<ChildResult> => {
   const { shape } = p
+  const secrets = apiServerSecrets(p)
   const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
   if (p.scenario === "sync") await window.start()
   const started = now()
   const c0 = cpuMs()
-  const floor = new Floor(p.url, p.namespace)
+  const floor = new Floor(p.url, p.namespace, secrets)
   floor.slim = p.slim === true
   await floor.list(p.pageSize)
   const synced = now()

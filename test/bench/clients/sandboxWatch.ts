@@ -5,7 +5,7 @@
  * In the storm, every fiber the watch and its subscribers start runs under one `Supervisor.track`,
  * so it can count the live ones.
  */
-import { Context, Effect, Layer, Metric, Option, Stream, Supervisor } from "effect"
+import { Context, Effect, Layer, Metric, Option, Redacted, Stream, Supervisor } from "effect"
 import type { Scope } from "effect"
 import * as KubeClient from "../../../src/KubeClient.ts"
 import * as KubeConfig from "../../../src/KubeConfig.ts"
@@ -13,7 +13,8 @@ import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
 import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
-import type { ChildParams, ChildResult } from "../protocol.ts"
+import type { ApiServerSecrets, ChildParams, ChildResult } from "../protocol.ts"
+import { apiServerSecrets } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
 
@@ -54,13 +55,36 @@ const subscriptions: Effect.Effect<number> = (() => {
   return gauge === undefined ? Effect.succeed(Number.NaN) : Effect.map(Metric.value(gauge), (state) => state.value)
 })()
 
+/**
+ * The real kube-apiserver, as a kubeconfig with `certificate-authority-data` and a token resolves:
+ * the CA given, TLS verified (the shape of test/apiserver/ApiServerFacts.ts's `connection`).
+ */
+const realServer = (url: string, namespace: string, secrets: ApiServerSecrets): Layer.Layer<KubeConfig.KubeConfig> =>
+  Layer.succeed(KubeConfig.KubeConfig, {
+    server: url.replace(/\/+$/, ""),
+    namespace: Option.some(namespace),
+    tls: {
+      ca: Option.some(secrets.caPem),
+      clientCertificate: Option.none(),
+      clientKey: Option.none(),
+      insecureSkipTlsVerify: false,
+      serverName: Option.none()
+    },
+    authorization: Effect.succeed(Option.some(Redacted.make(`Bearer ${secrets.token}`))),
+    invalidate: Effect.void,
+    source: `real kube-apiserver at ${url}`
+  })
+
 const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray<unknown>>) =>
   Effect.gen(function*() {
     const { shape } = p
     const hot = Math.min(shape.hot, shape.n)
+    const secrets = apiServerSecrets(p)
     const layer = SandboxWatch.layer({ namespace: p.namespace, pageSize: p.pageSize > 0 ? p.pageSize : 500 }).pipe(
       Layer.provide(KubeClient.layer),
-      Layer.provide(KubeConfig.layerStatic({ server: p.url, namespace: p.namespace }))
+      Layer.provide(
+        secrets === undefined ? KubeConfig.layerStatic({ server: p.url, namespace: p.namespace }) : realServer(p.url, p.namespace, secrets)
+      )
     )
     const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
     if (p.scenario === "sync") yield* Effect.promise(window.start)
