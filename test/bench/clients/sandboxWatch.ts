@@ -138,7 +138,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
       case "heap": {
         yield* watch.synced
         const heapAfter = yield* Effect.promise(settledHeap)
-        yield* Effect.promise(snapshotIfAsked)
+        yield* Effect.promise(() => snapshotIfAsked())
         const health = yield* watch.health
         return {
           figures: { perObject: (heapAfter - heapBefore) / shape.n, heapMB: (heapAfter - heapBefore) / 1048576 },
