@@ -282,11 +282,21 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           const first = !old.synced
           const undecodableNames = new Set<string>()
           for (const bad of list.undecodable) if (bad.name !== undefined) undecodableNames.add(bad.name)
+          // Telling inside this step is safe: subscribers register under the same lock, and the
+          // cache they read next is the one this step returns.
           const next = HashMap.beginMutation(HashMap.empty<string, Sandbox>())
+          let told = 0
           for (const item of list.items) {
-            const cached = HashMap.get(old.objects, item.metadata.name)
+            const name = item.metadata.name
+            const cached = HashMap.get(old.objects, name)
             const keep = Option.isSome(cached) && isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion)
-            HashMap.set(next, item.metadata.name, keep ? cached.value : item)
+            const sandbox = keep ? cached.value : item
+            HashMap.set(next, name, sandbox)
+            // (Before the first list the cache is empty, so a first list tells every name it holds.)
+            if (Option.isNone(cached) || cached.value.metadata.resourceVersion !== sandbox.metadata.resourceVersion) {
+              told++
+              hub.tell(name, Option.some(sandbox))
+            }
           }
           for (const [name, sandbox] of old.objects) {
             if (HashMap.has(next, name)) continue
@@ -294,29 +304,19 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             // older than what we last heard of it (a stale list cannot prove a newer object gone).
             if (undecodableNames.has(name) || isOlder(list.resourceVersion, sandbox.metadata.resourceVersion)) {
               HashMap.set(next, name, sandbox)
-            }
-          }
-          const objects = HashMap.endMutation(next)
-          const told = new Set<string>()
-          for (const [name, sandbox] of objects) {
-            const was = HashMap.get(old.objects, name)
-            if (first || Option.isNone(was) || was.value.metadata.resourceVersion !== sandbox.metadata.resourceVersion) {
-              told.add(name)
-              hub.tell(name, Option.some(sandbox))
-            }
-          }
-          for (const name of HashMap.keys(old.objects)) {
-            if (!HashMap.has(objects, name)) {
-              told.add(name)
+            } else {
+              told++
               hub.tell(name, Option.none())
             }
           }
+          const objects = HashMap.endMutation(next)
           if (first) {
+            // The reconcile: every name waited on that the first list does not hold is told gone.
             for (const name of Array.from(hub.subscribedNames())) {
-              if (!told.has(name)) hub.tell(name, Option.none())
+              if (!HashMap.has(objects, name)) hub.tell(name, Option.none())
             }
           }
-          return [{ told: told.size, size: HashMap.size(objects) }, { synced: true, objects }] as const
+          return [{ told, size: HashMap.size(objects) }, { synced: true, objects }] as const
         }))
 
     /** A batch of watch events, applied in one step; stops at an `ERROR`. */
