@@ -13,6 +13,7 @@
  *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
  *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
  *   npm run bench -- --only sync --no-apiserver      # without the real kube-apiserver rows
+ *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
  *
  * The sync scenario also runs every program against a real kube-apiserver 1.20.2 on etcd when
  * `bash test/apiserver/build.sh` has built it (started once, seeded with the same N Sandboxes).
@@ -60,6 +61,8 @@ const quick = flag("quick")
 /** Child stderr as it comes, and (with BENCH_TRACE=1) every request the replay server answers. */
 const verbose = flag("verbose")
 const num = (name: string, full: number, small: number) => Number(option(name) ?? (quick ? small : full))
+/** V8 flags for every child (e.g. `--node-flags=--max-semi-space-size=64`): a deployment's tuning. */
+const childNodeFlags = option("node-flags")?.split(" ").filter((f) => f !== "") ?? []
 const shape: DataShape = {
   n: num("n", 10_000, 2_000),
   m: num("m", 200_000, 20_000),
@@ -211,7 +214,7 @@ const runChild = (
   return new Promise((resolve, reject) => {
     const child = spawn(
       entry.program.node,
-      ["--expose-gc", ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
+      ["--expose-gc", ...childNodeFlags, ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
       { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "", BENCH_HEAPSNAPSHOT: snapshotFile ?? "", ...secrets } }
     )
     liveChildren.add(child)
@@ -529,6 +532,7 @@ const main = async () => {
     "",
     `Machine: ${Os.cpus().length} × ${Os.cpus()[0]?.model ?? "cpu"}, ${(Os.totalmem() / 2 ** 30).toFixed(0)} GiB; Node 20 = ${nodeVersion("20")}, Node 22 = ${node22Available ? "the `node` package of test/bench" : "absent"}. Load average at start: ${load()}.`,
     `Code: commit ${git("rev-parse", "--short", "HEAD")}${dirty > 0 ? `, with ${dirty} uncommitted change(s) under src/ (the working tree is what ran)` : ", src/ clean"}.`,
+    ...(childNodeFlags.length > 0 ? [`Every child ran with \`${childNodeFlags.join(" ")}\`.`] : []),
     `Data: N = ${fmt(shape.n)} Sandboxes (~3.2 KB of JSON each, ~0.9 KB of it managedFields), M = ${fmt(shape.m)} events, ${rounds} rounds, each program in a fresh process per round, programs alternating.`
   ]
   console.log(header.join("\n"))
