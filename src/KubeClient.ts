@@ -559,7 +559,7 @@ const makeService = (
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
     const decode = decoderFor(schema)
     // The span lives as long as the stream's scope. (`Stream.withSpan` would provide it afresh to
-    // every chunk read: a watch reads thousands a second, and that doubled the cost of each.)
+    // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
     return Stream.unwrapScoped(
       Effect.gen(function*() {
         const span = yield* Effect.makeSpanScoped("KubeClient.watch", {

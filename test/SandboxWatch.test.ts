@@ -427,6 +427,7 @@ describe("SandboxWatch", () => {
         watch.waitFor("a", (value) => (Option.isSome(value) ? Effect.fail("refused" as const) : Effect.succeedNone))
       )
       expect(failed).toEqual(Either.left("refused"))
+      expect((yield* watch.health).subscribers).toBe(0)
       const parked = yield* Effect.fork(watch.waitFor("b", () => Effect.succeedNone))
       yield* eventually(watch.health, (h) => h.subscribers === 1)
       yield* Fiber.interrupt(parked)
