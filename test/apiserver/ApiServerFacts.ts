@@ -4,13 +4,13 @@
  * undici with that CA, a line-by-line watch reader, RBAC grants, and the restart control.
  */
 import { Agent, fetch } from "@effect/platform-node/Undici"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer } from "effect"
 import type { Scope } from "effect"
 import { inject } from "vitest"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 import { KubeConfig } from "../../src/KubeConfig.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
-import { LIMITED_USER } from "./RealApiServer.ts"
+import { LIMITED_USER, verifiedConnection } from "./RealApiServer.ts"
 
 /** What the suite's tests get: the server's facts and how to ask `globalSetup` for a restart. */
 export interface SuiteFacts extends ApiServerFacts {
@@ -35,24 +35,14 @@ export const load = (): SuiteFacts => inject("apiserver")
 export const connection = (
   facts: ApiServerFacts,
   options: { readonly server?: string; readonly token?: string; readonly namespace?: string } = {}
-): ClusterConnection => {
-  const server = (options.server ?? facts.url).replace(/\/+$/, "")
-  const token = options.token ?? facts.adminToken
-  return {
-    server,
-    namespace: Option.some(options.namespace ?? facts.namespace),
-    tls: {
-      ca: Option.some(facts.caPem),
-      clientCertificate: Option.none(),
-      clientKey: Option.none(),
-      insecureSkipTlsVerify: false,
-      serverName: Option.none()
-    },
-    authorization: Effect.succeed(Option.some(Redacted.make(`Bearer ${token}`))),
-    invalidate: Effect.void,
-    source: `real kube-apiserver ${facts.version} at ${server}`
-  }
-}
+): ClusterConnection =>
+  verifiedConnection({
+    server: options.server ?? facts.url,
+    caPem: facts.caPem,
+    token: options.token ?? facts.adminToken,
+    namespace: options.namespace ?? facts.namespace,
+    about: `real kube-apiserver ${facts.version}`
+  })
 
 /** {@link connection} as the `KubeConfig` layer `KubeClient.layer` needs. */
 export const layerKubeConfig = (

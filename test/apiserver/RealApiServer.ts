@@ -17,8 +17,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Agent, fetch } from "@effect/platform-node/Undici"
-import { Data, Effect } from "effect"
+import { Data, Effect, Option, Redacted } from "effect"
 import type { Scope } from "effect"
+import type { ClusterConnection } from "../../src/KubeConfig.ts"
 
 /** The version `build.sh` builds; the binary's name carries it. */
 export const KUBE_VERSION = "1.20.2"
@@ -50,6 +51,37 @@ export interface ApiServerFacts {
   readonly dir: string
   /** The server's `/version` `gitVersion`. */
   readonly version: string
+}
+
+/**
+ * A `ClusterConnection` as a kubeconfig with `certificate-authority-data` and a token would
+ * resolve: the CA given, TLS verified. Here rather than in ApiServerFacts.ts so the benchmarks,
+ * which run outside vitest, can use it too.
+ */
+export const verifiedConnection = (target: {
+  readonly server: string
+  readonly caPem: string
+  /** Secret. */
+  readonly token: string
+  readonly namespace: string
+  /** What `source` says the server is. */
+  readonly about: string
+}): ClusterConnection => {
+  const server = target.server.replace(/\/+$/, "")
+  return {
+    server,
+    namespace: Option.some(target.namespace),
+    tls: {
+      ca: Option.some(target.caPem),
+      clientCertificate: Option.none(),
+      clientKey: Option.none(),
+      insecureSkipTlsVerify: false,
+      serverName: Option.none()
+    },
+    authorization: Effect.succeed(Option.some(Redacted.make(`Bearer ${target.token}`))),
+    invalidate: Effect.void,
+    source: `${target.about} at ${server}`
+  }
 }
 
 /** The user behind `limitedUserToken`. */

@@ -5,7 +5,7 @@
  * In the storm, every fiber the watch and its subscribers start runs under one `Supervisor.track`,
  * so it can count the live ones.
  */
-import { Context, Effect, Layer, Metric, Option, Redacted, Stream, Supervisor } from "effect"
+import { Context, Effect, Layer, Metric, Option, Stream, Supervisor } from "effect"
 import type { Scope } from "effect"
 import * as KubeClient from "../../../src/KubeClient.ts"
 import * as KubeConfig from "../../../src/KubeConfig.ts"
@@ -13,13 +13,16 @@ import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
 import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
-import type { ApiServerSecrets, ChildParams, ChildResult } from "../protocol.ts"
+import { verifiedConnection } from "../../apiserver/RealApiServer.ts"
+import type { ChildParams, ChildResult } from "../protocol.ts"
 import { apiServerSecrets } from "../protocol.ts"
 
 type Service = SandboxWatch.SandboxWatchService
 
-/** Forks one subscriber of `name`; `onValue` runs in the subscriber's fiber for every value. */
-/** A `changes` stream run by a fiber, or (`waits`) a `waitFor` whose step never answers. */
+/**
+ * Forks one subscriber of `name`; `onValue` runs in the subscriber's fiber for every value. The
+ * subscriber is a `changes` stream run by a fiber, or (`waits`) a `waitFor` whose step never answers.
+ */
 const subscribe = (
   watch: Service,
   name: string,
@@ -55,26 +58,6 @@ const subscriptions: Effect.Effect<number> = (() => {
   return gauge === undefined ? Effect.succeed(Number.NaN) : Effect.map(Metric.value(gauge), (state) => state.value)
 })()
 
-/**
- * The real kube-apiserver, as a kubeconfig with `certificate-authority-data` and a token resolves:
- * the CA given, TLS verified (the shape of test/apiserver/ApiServerFacts.ts's `connection`).
- */
-const realServer = (url: string, namespace: string, secrets: ApiServerSecrets): Layer.Layer<KubeConfig.KubeConfig> =>
-  Layer.succeed(KubeConfig.KubeConfig, {
-    server: url.replace(/\/+$/, ""),
-    namespace: Option.some(namespace),
-    tls: {
-      ca: Option.some(secrets.caPem),
-      clientCertificate: Option.none(),
-      clientKey: Option.none(),
-      insecureSkipTlsVerify: false,
-      serverName: Option.none()
-    },
-    authorization: Effect.succeed(Option.some(Redacted.make(`Bearer ${secrets.token}`))),
-    invalidate: Effect.void,
-    source: `real kube-apiserver at ${url}`
-  })
-
 const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray<unknown>>) =>
   Effect.gen(function*() {
     const { shape } = p
@@ -83,7 +66,12 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const layer = SandboxWatch.layer({ namespace: p.namespace, pageSize: p.pageSize > 0 ? p.pageSize : 500 }).pipe(
       Layer.provide(KubeClient.layer),
       Layer.provide(
-        secrets === undefined ? KubeConfig.layerStatic({ server: p.url, namespace: p.namespace }) : realServer(p.url, p.namespace, secrets)
+        secrets === undefined
+          ? KubeConfig.layerStatic({ server: p.url, namespace: p.namespace })
+          : Layer.succeed(
+            KubeConfig.KubeConfig,
+            verifiedConnection({ server: p.url, caPem: secrets.caPem, token: secrets.token, namespace: p.namespace, about: "real kube-apiserver" })
+          )
       )
     )
     const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
@@ -96,7 +84,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     /** Subscribers that must have had their first value before the stream starts. */
     let firstValues = 0
     let subscribers = 0
-    const subscribeCounted = (name: string, onValue: (value: Option.Option<Sandbox>) => void) => {
+    const subscribeCounted = (name: string, onValue: (value: Option.Option<Sandbox>) => void, waits = p.waits === true) => {
       subscribers++
       let first = true
       return subscribe(watch, name, (value) => {
@@ -105,7 +93,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           firstValues++
         }
         onValue(value)
-      }, p.waits === true)
+      }, waits)
     }
     /** A promise that resolves when a subscriber of `target.name` has been told `target`. */
     const toldOf = (target: { name: string; resourceVersion: string }, also?: (value: Option.Option<Sandbox>) => void) => {
@@ -169,25 +157,12 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         yield* watch.synced
         const heapUnsubscribed = yield* Effect.promise(settledHeap)
         yield* Effect.promise(() => snapshotIfAsked("unsubscribed"))
-        if (p.fanout === "idle") {
+        if (p.fanout === "idle" || p.fanout === "waits") {
           const count = p.idleSubscribers ?? 10_000
           for (let i = 0; i < count; i++) {
             // Names no event touches: the cold ones, then names that are not there at all.
             const name = hot + i < shape.n ? nameOf(hot + i) : `absent-${i}`
-            yield* subscribeCounted(name, () => void deliveries++)
-          }
-        } else if (p.fanout === "waits") {
-          const count = p.idleSubscribers ?? 10_000
-          for (let i = 0; i < count; i++) {
-            const name = hot + i < shape.n ? nameOf(hot + i) : `absent-${i}`
-            subscribers++
-            let first = true
-            yield* subscribe(watch, name, () => {
-              if (first) {
-                first = false
-                firstValues++
-              } else deliveries++
-            }, true)
+            yield* subscribeCounted(name, () => void deliveries++, p.fanout === "waits")
           }
         } else if (p.fanout === "hot") {
           for (let i = 0; i < hot; i++) {
