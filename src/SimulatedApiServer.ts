@@ -37,18 +37,18 @@ import * as KubeConfig from "./KubeConfig.ts"
 import type { KubeResource } from "./KubeResource.ts"
 import * as KubeResourceModule from "./KubeResource.ts"
 import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
-import type { FailureStatus } from "./internal/kubeJson.ts"
-import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/kubeJson.ts"
-import type { FieldSelector, LabelSelector } from "./internal/labelSelector.ts"
+import type { FailureStatus } from "./internal/simulator/kubeJson.ts"
+import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/simulator/kubeJson.ts"
+import type { FieldSelector, LabelSelector } from "./internal/simulator/labelSelector.ts"
 import {
   isEmptySelection,
   matchesFields,
   matchesLabels,
   parseFieldSelector,
   parseLabelSelector
-} from "./internal/labelSelector.ts"
-import type { KubeObject, StoreEvent, WriteContext } from "./internal/objectStore.ts"
-import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/objectStore.ts"
+} from "./internal/simulator/labelSelector.ts"
+import type { KubeObject, StoreEvent, WriteContext } from "./internal/simulator/objectStore.ts"
+import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/simulator/objectStore.ts"
 
 /** The verbs RBAC and the request counters speak of. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete"

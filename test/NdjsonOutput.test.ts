@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Queue, Stream } from "effect"
-import * as NdjsonOutput from "../src/NdjsonOutput.ts"
+import * as NdjsonOutput from "../src/cli/NdjsonOutput.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as FakeSandboxWatch from "./support/FakeSandboxWatch.ts"
 

@@ -9,7 +9,7 @@ import { Chunk, Context, Duration, Effect, Either, Exit, Layer, Option, Redacted
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { SandboxResource } from "../src/Sandbox.ts"
 import * as Sim from "../src/SimulatedApiServer.ts"
-import { parseFieldSelector, parseLabelSelector } from "../src/internal/labelSelector.ts"
+import { parseFieldSelector, parseLabelSelector } from "../src/internal/simulator/labelSelector.ts"
 
 const collectionPath = "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes"
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Option } from "effect"
 import type { Sandbox } from "../src/Sandbox.ts"
-import * as TableView from "../src/TableView.ts"
+import * as TableView from "../src/cli/TableView.ts"
 
 const at = 1_000_000
 const health = { synced: true, lastHeard: Option.some(at - 3_000), relists: 2, watchRestarts: 1, cached: 3, subscribers: 1 }

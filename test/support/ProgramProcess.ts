@@ -71,7 +71,7 @@ const lineSink = () => {
   return { lines: Effect.sync((): ReadonlyArray<string> => [...lines]), push, end, await: await_ }
 }
 
-/** Start `node --import tsx src/bin/main.ts ...args` with exactly `env` (plus PATH). */
+/** Start `node --import tsx src/cli/main.ts ...args` with exactly `env` (plus PATH). */
 export const start = (
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string | undefined>>
@@ -82,7 +82,7 @@ export const start = (
     const exit = yield* Deferred.make<Exited>()
     const child = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const c = spawn(process.execPath, ["--import", "tsx", "src/bin/main.ts", ...args], {
+        const c = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
           cwd: root,
           env: { PATH: process.env["PATH"], ...env } as NodeJS.ProcessEnv,
           stdio: ["ignore", "pipe", "pipe"]

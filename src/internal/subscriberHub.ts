@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { LatestMailbox } from "./LatestMailbox.ts"
+import { LatestMailbox } from "./latestMailbox.ts"
 
 export class SubscriberHub<V> {
   private readonly byName = new Map<string, Set<LatestMailbox<string, V>>>()

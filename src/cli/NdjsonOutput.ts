@@ -12,8 +12,8 @@
  * @since 0.1.0
  */
 import { Chunk, Effect, Option, Stream } from "effect"
-import type { SandboxChange } from "./SandboxWatch.ts"
-import { SandboxWatch } from "./SandboxWatch.ts"
+import type { SandboxChange } from "../SandboxWatch.ts"
+import { SandboxWatch } from "../SandboxWatch.ts"
 
 /** The `synced` line. */
 export const syncedLine = (): string => JSON.stringify({ event: "synced" })

@@ -1,9 +1,9 @@
 /**
- * `npm start`: the sandbox-watch program. See `src/Cli.ts`.
+ * `npm start`: the sandbox-watch program. See `src/cli/Cli.ts`.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Exit } from "effect"
-import * as Cli from "../Cli.ts"
+import * as Cli from "./Cli.ts"
 
 // A reader that goes away (`| head`) closes stdout: the write fails and the program ends quietly,
 // rather than dying on an unhandled 'error' event.

@@ -6,11 +6,11 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
-import type { Sandbox } from "./Sandbox.ts"
-import { condition } from "./Sandbox.ts"
-import * as Evidence from "./SandboxEvidence.ts"
-import type { SandboxWatchHealth } from "./SandboxWatch.ts"
-import { SandboxWatch } from "./SandboxWatch.ts"
+import type { Sandbox } from "../Sandbox.ts"
+import { condition } from "../Sandbox.ts"
+import * as Evidence from "../SandboxEvidence.ts"
+import type { SandboxWatchHealth } from "../SandboxWatch.ts"
+import { SandboxWatch } from "../SandboxWatch.ts"
 
 /** One Sandbox as the view shows it: its last state (none: gone) and when that was heard. */
 export interface Row {

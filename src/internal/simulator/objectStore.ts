@@ -12,8 +12,8 @@
  * @internal
  */
 import { Either } from "effect"
-import type { KubeResource } from "../KubeResource.ts"
-import * as KubeResourceModule from "../KubeResource.ts"
+import type { KubeResource } from "../../KubeResource.ts"
+import * as KubeResourceModule from "../../KubeResource.ts"
 import type { FailureStatus } from "./kubeJson.ts"
 import { clone, isRecord, jsonEqual, mergePatch } from "./kubeJson.ts"
 

@@ -12,11 +12,11 @@
  */
 import type { ServeError } from "@effect/platform/HttpServerError"
 import { Duration, Effect, Layer, Option, Stream } from "effect"
-import type * as KubeConfig from "./KubeConfig.ts"
-import * as Evidence from "./SandboxEvidence.ts"
-import { Orchestrator, Verdict } from "./Orchestrator.ts"
-import { DefaultLabelSelector, SandboxResource } from "./Sandbox.ts"
-import * as SimulatedApiServer from "./SimulatedApiServer.ts"
+import type * as KubeConfig from "../KubeConfig.ts"
+import * as Evidence from "../SandboxEvidence.ts"
+import { Orchestrator, Verdict } from "../Orchestrator.ts"
+import { DefaultLabelSelector, SandboxResource } from "../Sandbox.ts"
+import * as SimulatedApiServer from "../SimulatedApiServer.ts"
 
 export interface DemoOptions {
   readonly namespace: string
