@@ -70,9 +70,15 @@ export type KubeClientError =
 
 const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((cause) => cause.reason === reason)
 
+/**
+ * A Status that says the resourceVersion (or continue token) asked for is older than the server
+ * keeps, as a failed request or as a watch's `ERROR` event says it.
+ */
+export const isExpiredStatus = (status: { readonly code?: number | undefined; readonly reason?: string | undefined }): boolean =>
+  status.code === 410 || status.reason === "Expired" || status.reason === "Gone"
+
 /** The resourceVersion (or continue token) asked for is older than the server keeps: start over. */
-export const isExpired = (error: KubeClientError): boolean =>
-  error._tag === "KubeStatusError" && (error.code === 410 || error.reason === "Expired" || error.reason === "Gone")
+export const isExpired = (error: KubeClientError): boolean => error._tag === "KubeStatusError" && isExpiredStatus(error)
 
 /**
  * The resourceVersion asked for is newer than the server has seen (an apiserver behind its peers).
