@@ -2,23 +2,20 @@
  * The one watch of every Sandbox in a namespace: held in memory, pushed to whoever subscribes to a
  * name, and honest about what it does not know.
  *
- * The loop is list → watch → watch → …, an explicit state machine with two states:
+ * The loop is list → watch → watch → …, a state machine whose decisions are all in
+ * `internal/watchMachine.ts` (its states, what a round can end with, the numbered rules), and whose
+ * cache is changed only by `internal/sandboxCache.ts`. This module runs it:
  *
- * - `NeedsList` — the cache cannot be trusted to continue from any resourceVersion (start, or the
- *   server said the one we had is gone). The next round lists, as a quorum read.
- * - `Watching(rv)` — the next round watches from `rv`, the newest resourceVersion heard (events and
- *   bookmarks alike), which the server will replay from.
- *
- * A round is a `Stream`: the list (if needed) then the watch's events, applied to the cache chunk by
- * chunk. A round that ends cleanly (the server's timeout) is followed at once by the next. A round
- * that fails is classified (`RoundFailure`): re-list or resume, and after what delay — none, one
- * back-off floor, the server's `Retry-After`, or the exponential back-off. The delays are one
- * `Schedule` given to `Stream.retry`, which resets it whenever the stream yields: a round that
- * applied something is a healthy stream.
- *
- * The cache is a `SubscriptionRef` holding an immutable `HashMap`, so a re-list replaces it in one
- * step (nobody ever sees half-old, half-new state). Telling subscribers happens under the same
- * lock, through a keyed hub of latest-value mailboxes.
+ * - A round is a `Stream`: the list (when the state is `NeedsList`) then one watch, whose events are
+ *   applied to the cache chunk by chunk. When the round ends, `settle` asks the machine for the next
+ *   state and sets it: the one place it changes.
+ * - A round that did not end as it should fails with the machine's transition; the retry `Schedule`
+ *   only waits the transition's pause (none, the server's `Retry-After`, or the exponential
+ *   back-off). `Stream.retry` resets the back-off whenever the stream yields, and a round yields
+ *   only when its watch hears something: a healthy stream.
+ * - The cache is a `SubscriptionRef` of persistent maps, so a re-list replaces it in one step
+ *   (nobody ever sees half-old, half-new state). Subscribers are told under the same lock, through a
+ *   keyed hub of latest-value mailboxes.
  *
  * Unknown is never loss: a dropped watch, an error, a back-off or an object that does not decode
  * tells nobody anything. Only a list without the name, or a `DELETED` event, says gone.
@@ -39,24 +36,25 @@ import {
   Fiber,
   FiberRef,
   HashMap,
+  HashSet,
   Layer,
   Metric,
   type MetricLabel,
   Option,
   Random,
-  Ref,
   Schedule,
-  Scope,
+  ScheduleDecision,
+  ScheduleInterval,
+  type Scope,
   Stream,
   SubscriptionRef
 } from "effect"
-import { KubeClient } from "./KubeClient.ts"
-import type { FullList } from "./KubeClient.ts"
-import * as KubeError from "./KubeError.ts"
-import type { Status } from "./KubeStatus.ts"
-import { isOlder } from "./internal/resourceVersion.ts"
 import type { LatestMailbox } from "./internal/latestMailbox.ts"
+import * as SandboxCache from "./internal/sandboxCache.ts"
 import { SubscriberHub } from "./internal/subscriberHub.ts"
+import * as WatchMachine from "./internal/watchMachine.ts"
+import type { FullList } from "./KubeClient.ts"
+import { KubeClient } from "./KubeClient.ts"
 import { DefaultLabelSelector, Sandbox, SandboxResource } from "./Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "./WatchEvent.ts"
 
@@ -75,6 +73,10 @@ export interface SandboxWatchHealth {
   readonly relists: number
   readonly watchRestarts: number
   readonly cached: number
+  /** Names the cluster has whose only state heard did not decode: neither present nor gone. */
+  readonly unknown: number
+  /** The newest resourceVersion heard (a list, an event or a bookmark); none before the first list. */
+  readonly resourceVersion: Option.Option<string>
   /** Open `changes`/`allChanges` subscriptions and `waitFor` waits. */
   readonly subscribers: number
 }
@@ -163,55 +165,22 @@ const eventCounters = {
 } as const
 
 // ---------------------------------------------------------------------------------------------
-// The loop's states and setbacks
-// ---------------------------------------------------------------------------------------------
-
-/** Why a list is needed; also the `reason` tag of the re-list metric. */
-type ListReason = "initial" | "expired" | "error-event" | "too-large-resource-version"
-
-type WatchState =
-  | { readonly _tag: "NeedsList"; readonly reason: ListReason }
-  | { readonly _tag: "Watching"; readonly resourceVersion: string }
-
-/** How long to wait before the next round. */
-type Pause =
-  | { readonly _tag: "None" }
-  | { readonly _tag: "Floor" }
-  | { readonly _tag: "Backoff" }
-  | { readonly _tag: "RetryAfter"; readonly delay: Duration.Duration }
-
-/**
- * A round that did not end cleanly: what happened (for a person), what the loop does next
- * (re-list or resume from the last resourceVersion), and after which pause.
- */
-class RoundFailure extends Data.TaggedError("RoundFailure")<{
-  readonly next: "relist" | "resume"
-  readonly listReason: ListReason
-  readonly pause: Pause
-  /** The `reason` tag of the restart metric: `expired`, `idle`, `429`, `transport`, ... */
-  readonly reason: string
-  readonly message: string
-}> {}
-
-const pauseNone: Pause = { _tag: "None" }
-const pauseFloor: Pause = { _tag: "Floor" }
-const pauseBackoff: Pause = { _tag: "Backoff" }
-
-// ---------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------
 
-interface SandboxCache {
-  readonly synced: boolean
-  readonly objects: HashMap.HashMap<string, Sandbox>
-}
+/**
+ * A round that did not end as it should: the machine's transition, which the retry `Schedule`
+ * turns into a delay (`RoundFailure` is what `Stream.retry` sees; the state was already set).
+ */
+class RoundFailure extends Data.TaggedError("RoundFailure")<{
+  readonly transition: WatchMachine.Transition
+}> {}
 
-interface Settings {
-  readonly namespace: string
+/** Ends a watch's applier from inside its stream: the round ended with `end`. */
+class RoundOver extends Data.TaggedError("RoundOver")<{ readonly end: WatchMachine.RoundEnd }> {}
+
+interface Settings extends WatchMachine.MachineSettings {
   readonly labelSelector: string
-  readonly floor: Duration.Duration
-  readonly cap: Duration.Duration
-  readonly timeoutSeconds: number
   readonly idleLimit: Duration.Duration
   readonly pageSize: number
   readonly jitter: boolean
@@ -238,15 +207,6 @@ interface RoundContext {
   readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
 }
 
-/** What one batch of watch events did to the cache. */
-interface Applied {
-  readonly resourceVersion: string
-  readonly heard: boolean
-  readonly error: Status | undefined
-  readonly undecodable: ReadonlyArray<UndecodableEvent>
-  readonly stale: number
-}
-
 /**
  * Start the watch in the current scope. The loop is a fiber of that scope: closing it ends the loop
  * and aborts the open request.
@@ -257,114 +217,34 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
   Effect.gen(function*() {
     const client = yield* KubeClient
     const settings = settingsOf(options)
-    const cache = yield* SubscriptionRef.make<SandboxCache>({ synced: false, objects: HashMap.empty() })
+    const cache = yield* SubscriptionRef.make<SandboxCache.SandboxCache>(SandboxCache.empty)
     const hub = new SubscriberHub<Option.Option<Sandbox>>()
-    const state = yield* Ref.make<WatchState>({ _tag: "NeedsList", reason: "initial" })
-    const counts = { relists: 0, watchRestarts: 0, lastHeard: Option.none<number>() }
+    const tell: SandboxCache.Tell = (name, value) => hub.tell(name, value)
+    // Read and written by the loop's fiber only; set in one place, `settle`.
+    let state: WatchMachine.WatchState = WatchMachine.initial
+    const counts = {
+      relists: 0,
+      watchRestarts: 0,
+      lastHeard: Option.none<number>(),
+      resourceVersion: Option.none<string>()
+    }
     const annotations = { namespace: settings.namespace, labelSelector: settings.labelSelector }
-
-    const heardNow = Effect.map(Clock.currentTimeMillis, (now) => {
-      counts.lastHeard = Option.some(now)
-    })
 
     // -- applying what the cluster said ------------------------------------------------------
 
-    /**
-     * The cache becomes the list, in one step. Told: every name whose resourceVersion changed or
-     * that went — and on the first list, every name anyone is waiting on, present or not: that is
-     * the reconcile. An object the list carried but that did not decode keeps its cached value,
-     * and a cached object newer than the list's copy (a list cannot be newer than what we were
-     * told, unless the server is behind) is kept: told resourceVersions never go backwards.
-     */
     const applyList = (list: FullList<Sandbox>) =>
-      SubscriptionRef.modifyEffect(cache, (old) =>
-        Effect.sync(() => {
-          const first = !old.synced
-          const undecodableNames = new Set<string>()
-          for (const bad of list.undecodable) if (bad.name !== undefined) undecodableNames.add(bad.name)
-          // Telling inside this step is safe: subscribers register under the same lock, and the
-          // cache they read next is the one this step returns.
-          const next = HashMap.beginMutation(HashMap.empty<string, Sandbox>())
-          let told = 0
-          for (const item of list.items) {
-            const name = item.metadata.name
-            const cached = HashMap.get(old.objects, name)
-            const keep = Option.isSome(cached) && isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion)
-            const sandbox = keep ? cached.value : item
-            HashMap.set(next, name, sandbox)
-            // (Before the first list the cache is empty, so a first list tells every name it holds.)
-            if (Option.isNone(cached) || cached.value.metadata.resourceVersion !== sandbox.metadata.resourceVersion) {
-              told++
-              hub.tell(name, Option.some(sandbox))
-            }
-          }
-          for (const [name, sandbox] of old.objects) {
-            if (HashMap.has(next, name)) continue
-            // Not in the list: gone — unless it did not decode (unknown, not loss) or the list is
-            // older than what we last heard of it (a stale list cannot prove a newer object gone).
-            if (undecodableNames.has(name) || isOlder(list.resourceVersion, sandbox.metadata.resourceVersion)) {
-              HashMap.set(next, name, sandbox)
-            } else {
-              told++
-              hub.tell(name, Option.none())
-            }
-          }
-          const objects = HashMap.endMutation(next)
-          if (first) {
-            // The reconcile: every name waited on that the first list does not hold is told gone.
-            for (const name of Array.from(hub.subscribedNames())) {
-              if (!HashMap.has(objects, name)) hub.tell(name, Option.none())
-            }
-          }
-          return [{ told, size: HashMap.size(objects) }, { synced: true, objects }] as const
-        }))
+      SubscriptionRef.modify(cache, (old) => {
+        // Telling inside this step is safe: subscribers register under the same lock, and the cache
+        // they read next is the one this step returns.
+        const applied = SandboxCache.applyList(old, list, hub.subscribedNames(), tell)
+        return [applied, applied.cache] as const
+      })
 
-    /** A batch of watch events, applied in one step; stops at an `ERROR`. */
     const applyEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, from: string) =>
-      SubscriptionRef.modifyEffect(cache, (old) =>
-        Effect.sync(() => {
-          let resourceVersion = from
-          let heard = false
-          let error: Status | undefined
-          let stale = 0
-          const undecodable: Array<UndecodableEvent> = []
-          const objects = HashMap.beginMutation(old.objects)
-          for (const event of events) {
-            if (event.type === "ERROR") {
-              error = event.status
-              break
-            }
-            heard = true
-            switch (event.type) {
-              case "BOOKMARK":
-                resourceVersion = event.resourceVersion
-                break
-              case "UNDECODABLE":
-                // The event happened; only its object is unreadable. Resume past it, tell nobody,
-                // keep what we had for that name.
-                if (event.resourceVersion !== undefined) resourceVersion = event.resourceVersion
-                undecodable.push(event)
-                break
-              default: {
-                resourceVersion = event.resourceVersion
-                const cached = HashMap.get(objects, event.name)
-                if (Option.isSome(cached) && isOlder(event.resourceVersion, cached.value.metadata.resourceVersion)) {
-                  stale++
-                  break
-                }
-                if (event.type === "DELETED") {
-                  HashMap.remove(objects, event.name)
-                  hub.tell(event.name, Option.none())
-                } else {
-                  HashMap.set(objects, event.name, event.object)
-                  hub.tell(event.name, Option.some(event.object))
-                }
-              }
-            }
-          }
-          const applied: Applied = { resourceVersion, heard, error, undecodable, stale }
-          return [applied, { synced: old.synced, objects: HashMap.endMutation(objects) }] as const
-        }))
+      SubscriptionRef.modify(cache, (old) => {
+        const applied = SandboxCache.applyEvents(old, events, from, tell)
+        return [applied, applied.cache] as const
+      })
 
     /** By type, synchronously: this runs for every chunk a watch reads. */
     const countEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, labels: ReadonlyArray<MetricLabel.MetricLabel>) => {
@@ -384,140 +264,82 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         Effect.zipRight(Metric.increment(metrics.decodeFailures))
       )
 
-    // -- classifying failures ----------------------------------------------------------------
+    // -- the one place the state changes -----------------------------------------------------
 
-    const failureOfError = (error: KubeError.KubeClientError, during: "list" | "watch", rv: string | undefined): RoundFailure => {
-      const at = rv === undefined ? "" : ` ${rv}`
-      if (KubeError.isExpired(error)) {
-        return new RoundFailure({
-          next: "relist",
-          listReason: "expired",
-          pause: pauseFloor,
-          reason: "expired",
-          message: `resourceVersion${at} expired (${error.message})`
-        })
+    /**
+     * The round ended with `end`: the machine decides the next state, which is set here and only
+     * here. A round that did not end as it should fails with the transition, for the retry
+     * `Schedule` to wait on.
+     */
+    const settle = (end: WatchMachine.RoundEnd): Effect.Effect<void, RoundFailure> => {
+      const transition = WatchMachine.step(state, end, settings)
+      state = transition.next
+      if (transition.restart === undefined) {
+        return transition.message === undefined ? Effect.void : Effect.logDebug(`${transition.message}; resuming`).pipe(
+          Effect.annotateLogs({ ...annotations, resourceVersion: resumeAnnotation(state), reason: "quiet-term" })
+        )
       }
-      if (KubeError.isTooLargeResourceVersion(error)) {
-        return new RoundFailure({
-          next: "relist",
-          listReason: "too-large-resource-version",
-          pause: pauseFloor,
-          reason: "too-large-resource-version",
-          message: `the server has not reached resourceVersion${at} yet (${error.message})`
-        })
-      }
-      if (KubeError.isTooManyRequests(error)) {
-        const asked = KubeError.retryAfter(error)
-        return new RoundFailure({
-          next: "resume",
-          listReason: "initial",
-          pause: Option.match(asked, {
-            onNone: () => pauseBackoff,
-            onSome: (delay) => ({ _tag: "RetryAfter", delay: Duration.min(delay, settings.cap) })
-          }),
-          reason: "429",
-          message: `the server is throttling us (429${Option.match(asked, { onNone: () => "", onSome: (d) => `, Retry-After ${Duration.format(d)}` })})`
-        })
-      }
-      if (KubeError.isUnauthorized(error)) {
-        return new RoundFailure({
-          next: "resume",
-          listReason: "initial",
-          pause: pauseBackoff,
-          reason: "401",
-          message: "the cluster rejected our credentials (401 Unauthorized); they will be read afresh"
-        })
-      }
-      if (KubeError.isForbidden(error)) {
-        return new RoundFailure({
-          next: "resume",
-          listReason: "initial",
-          pause: pauseBackoff,
-          reason: "403",
-          message: `forbidden to ${during} sandboxes.jr2.dev in namespace "${settings.namespace}": grant get, list and watch on ` +
-            `sandboxes.jr2.dev (RBAC); the watch heals without a restart once it may (${error.message})`
-        })
-      }
-      const reason = error._tag === "KubeStatusError" ? String(error.code) :
-        error._tag === "KubeTransportError" ? "transport" :
-        error._tag === "KubeLineTooLongError" ? "line-too-long" : "malformed"
-      return new RoundFailure({ next: "resume", listReason: "initial", pause: pauseBackoff, reason, message: error.message })
+      counts.watchRestarts++
+      return Metric.increment(Metric.tagged(metrics.restarts, "reason", transition.restart)).pipe(
+        Effect.zipRight(Effect.fail(new RoundFailure({ transition })))
+      )
     }
 
-    const failureOfErrorEvent = (status: Status, rv: string, pause: Pause): RoundFailure =>
-      status.code === 410 || status.reason === "Expired" || status.reason === "Gone"
-        ? new RoundFailure({
-          next: "relist",
-          listReason: "expired",
-          pause,
-          reason: "expired",
-          message: `resourceVersion ${rv} expired (${status.message ?? "410 Gone"})`
-        })
-        : new RoundFailure({
-          next: "relist",
-          listReason: "error-event",
-          pause,
-          reason: "error-event",
-          message: `the watch sent an ERROR (${status.code ?? "no code"} ${status.reason ?? ""}: ${status.message ?? "no message"})`
-        })
+    const resumeAnnotation = (at: WatchMachine.WatchState) => (at._tag === "Watching" ? at.resourceVersion : "")
 
     // -- one round: list if needed, then watch -------------------------------------------------
 
-    const relist = (reason: ListReason) =>
+    const relist = (reason: WatchMachine.ListReason): Effect.Effect<string, RoundFailure> =>
       client.listAll(SandboxResource, Sandbox, {
         namespace: settings.namespace,
         labelSelector: settings.labelSelector,
         limit: settings.pageSize
-        // No resourceVersion: a quorum read. A list served from an apiserver's cache may be
-        // stale, and a stale reconcile would tell a Sandbox created a moment ago that it is gone.
+        // No resourceVersion: a quorum read (rule 1).
       }).pipe(
-        Effect.mapError((error) => failureOfError(error, "list", undefined)),
-        Effect.tap((list) =>
-          Effect.gen(function*() {
-            const applied = yield* applyList(list)
-            if (reason !== "initial") counts.relists++
-            yield* heardNow
-            yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
-            yield* Metric.set(metrics.cached, applied.size)
-            yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
-            yield* Ref.set(state, { _tag: "Watching", resourceVersion: list.resourceVersion })
-            yield* Effect.logInfo(
-              `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
-                `${applied.told} told; watching from there`
-            ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
-          })
-        ),
-        Effect.map((list) => list.resourceVersion),
+        Effect.matchEffect({
+          onFailure: (error) =>
+            Effect.flatMap(
+              settle(WatchMachine.RoundEnd.ListFailed({ error })),
+              () => Effect.dieMessage("a failed list must end the round")
+            ),
+          onSuccess: (list) =>
+            Effect.gen(function*() {
+              const applied = yield* applyList(list)
+              if (reason !== "initial") counts.relists++
+              counts.lastHeard = Option.some(yield* Clock.currentTimeMillis)
+              counts.resourceVersion = Option.some(list.resourceVersion)
+              yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
+              yield* Metric.set(metrics.cached, HashMap.size(applied.cache.objects))
+              yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
+              yield* settle(WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion }))
+              yield* Effect.logInfo(
+                `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
+                  `${applied.told} told; watching from there`
+              ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
+              return list.resourceVersion
+            })
+        }),
         Effect.withSpan("SandboxWatch.list", { attributes: { ...annotations, reason } })
       )
 
     /** `openedAt`: when the watch was asked for (epoch ms), for the idle limit and rule 8. */
-    const watchFrom = (resourceVersion: string, openedAt: number) => {
-      // Rule 8: a watch that closes having said nothing is not asked again at once.
+    const watchFrom = (resourceVersion: string, openedAt: number): Stream.Stream<string, RoundFailure> => {
       let heard = false
       let current = resourceVersion
       let lastActivity = openedAt
-      // The platform's undici client has no body timeout: silence past the server's own timeout
-      // (it sends bookmarks about every minute) means the connection is dead. One watchdog per
-      // watch, sleeping until the silence would be too long, costs less than a timer per chunk.
+      // Rule 4. The platform's undici client has no body timeout: silence past the server's own
+      // timeout (it sends bookmarks about every minute) means the connection is dead. One watchdog
+      // per watch, sleeping until the silence would be too long, costs less than a timer per chunk.
       const idleMillis = Duration.toMillis(settings.idleLimit)
       const watchdog = Effect.gen(function*() {
         while (true) {
           const silent = (yield* Clock.currentTimeMillis) - lastActivity
-          if (silent >= idleMillis) {
-            return yield* new RoundFailure({
-              next: "resume",
-              listReason: "initial",
-              pause: pauseNone,
-              reason: "idle",
-              message: `the watch was silent for ${Duration.format(settings.idleLimit)}; the connection is taken for dead`
-            })
-          }
+          if (silent >= idleMillis) return WatchMachine.RoundEnd.Idle({ resourceVersion: current })
           yield* Effect.sleep(Duration.millis(idleMillis - silent))
         }
       })
       /**
-       * One chunk of events into the cache; an `ERROR` among them fails the round. The common case
+       * One chunk of events into the cache; an `ERROR` among them ends the round. The common case
        * (events applied, nothing to report) is one step after the cache's: a watch may read
        * thousands of chunks a second.
        */
@@ -526,21 +348,23 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           lastActivity = round.clock.unsafeCurrentTimeMillis()
           counts.lastHeard = Option.some(lastActivity)
           current = applied.resourceVersion
+          counts.resourceVersion = Option.some(current)
           countEvents(chunk, round.metricLabels)
           const firstWord = applied.heard && !heard
           if (applied.heard) heard = true
-          const recorded = Ref.set(state, { _tag: "Watching", resourceVersion: current })
-          if (!firstWord && applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) return recorded
+          if (!firstWord && applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) {
+            return Effect.void
+          }
           return Effect.gen(function*() {
-            yield* recorded
             yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
             if (applied.stale > 0) {
               yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
             }
             if (firstWord) yield* Deferred.succeed(round.wake, undefined)
             if (applied.error !== undefined) {
-              // Rule 8: a watch that said nothing but the ERROR waits one floor before the re-list.
-              return yield* Effect.fail(failureOfErrorEvent(applied.error, current, heard ? pauseNone : pauseFloor))
+              return yield* new RoundOver({
+                end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current, heard })
+              })
             }
           })
         })
@@ -555,7 +379,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             clock: yield* Effect.clock,
             metricLabels: yield* FiberRef.get(FiberRef.currentMetricLabels)
           }
-          const applyAll = client.watch(SandboxResource, Sandbox, {
+          const applyAll: Effect.Effect<WatchMachine.RoundEnd> = client.watch(SandboxResource, Sandbox, {
             namespace: settings.namespace,
             labelSelector: settings.labelSelector,
             resourceVersion,
@@ -563,49 +387,37 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
             timeoutSeconds: settings.timeoutSeconds
           }).pipe(
             Stream.runForEachChunk((chunk) => applyChunk(chunk, round)),
-            Effect.mapError((error) => (error._tag === "RoundFailure" ? error : failureOfError(error, "watch", current)))
+            Effect.matchEffect({
+              onFailure: (error) =>
+                Effect.succeed(
+                  error._tag === "RoundOver"
+                    ? error.end
+                    : WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard })
+                ),
+              onSuccess: () =>
+                Effect.map(Clock.currentTimeMillis, (now) =>
+                  WatchMachine.RoundEnd.Closed({ resourceVersion: current, heard, ranMillis: now - openedAt }))
+            })
           )
           const applier = yield* Effect.raceFirst(applyAll, watchdog).pipe(
             Effect.ensuring(Deferred.succeed(round.wake, undefined)),
             Effect.forkScoped
           )
-          // Yields once, and only for a watch that said something; then ends as the watch did.
+          // Yields once, and only for a watch that said something: the retry's back-off resets
+          // (rule 7). Then ends as the machine decides.
           // (`Stream.filter` would not do: an emptied chunk still counts as output and resets it.)
           const healthy = Stream.unwrap(Effect.map(Deferred.await(round.wake), () => (heard ? Stream.make(current) : Stream.empty)))
-          return Stream.concat(healthy, Stream.drain(Stream.fromEffect(Fiber.join(applier))))
+          return Stream.concat(healthy, Stream.execute(Effect.flatMap(Fiber.join(applier), settle)))
         })
       )
-      // Rule 8, with the exception a quiet cluster needs: kube-apiserver 1.20 sends no bookmark
-      // unless something changed, so a watch that ran its full `timeoutSeconds` and closed silent
-      // is the normal end of a quiet term, not a misbehaving server. Only an early silent close
-      // waits one floor (client-go's "very short watch").
-      const fullTermMillis = settings.timeoutSeconds * 900
-      const afterClose = Stream.execute(
-        Effect.gen(function*() {
-          if (heard) return
-          const ran = (yield* Clock.currentTimeMillis) - openedAt
-          if (ran >= fullTermMillis) {
-            return yield* Effect.logDebug(`the watch ran its term without a change; resuming`).pipe(
-              Effect.annotateLogs({ ...annotations, resourceVersion: current, reason: "quiet-term" })
-            )
-          }
-          yield* Effect.logWarning(
-            `the watch closed after ${Duration.format(Duration.millis(ran))} without a word; asking again in ${Duration.format(settings.floor)}`
-          ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: current, reason: "silent-close" }))
-          yield* Effect.sleep(settings.floor)
-        })
-      )
-      return Stream.concat(events, afterClose).pipe(
-        Stream.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } })
-      )
+      return events.pipe(Stream.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
     }
 
+    // A list that landed yields once: a healthy stream, the back-off resets.
     const round: Stream.Stream<string, RoundFailure> = Stream.unwrap(
       Effect.gen(function*() {
-        const current = yield* Ref.get(state)
-        if (current._tag === "Watching") return watchFrom(current.resourceVersion, yield* Clock.currentTimeMillis)
-        const resourceVersion = yield* relist(current.reason)
-        // The list yields once: a list that landed is a healthy stream and resets the back-off.
+        if (state._tag === "Watching") return watchFrom(state.resourceVersion, yield* Clock.currentTimeMillis)
+        const resourceVersion = yield* relist(state.reason)
         return Stream.concat(Stream.make(resourceVersion), watchFrom(resourceVersion, yield* Clock.currentTimeMillis))
       })
     )
@@ -617,50 +429,50 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         ? Effect.map(Random.nextRange(0.8, 1.2), (factor) => Duration.millis(Math.round(Duration.toMillis(delay) * factor)))
         : Effect.succeed(delay)
 
-    const pauseFor = (failure: RoundFailure, backoff: Duration.Duration): Effect.Effect<Duration.Duration> => {
-      switch (failure.pause._tag) {
+    const delayOf = (pause: WatchMachine.Pause, backoff: Duration.Duration): Effect.Effect<Duration.Duration> => {
+      switch (pause._tag) {
         case "None":
           return Effect.succeed(Duration.zero)
         case "Floor":
           return Effect.succeed(settings.floor)
         case "RetryAfter":
-          return Effect.succeed(failure.pause.delay)
+          return Effect.succeed(pause.delay)
         case "Backoff":
           return Effect.map(jittered(backoff), (delay) => Duration.min(delay, settings.cap))
       }
     }
 
-    const retryPolicy = Schedule.identity<RoundFailure>().pipe(
-      Schedule.intersect(Schedule.exponential(settings.floor, 2)),
-      Schedule.modifyDelayEffect(([failure, backoff]) =>
-        Effect.gen(function*() {
-          const delay = yield* pauseFor(failure, backoff)
-          const rv = yield* Ref.get(state)
-          const next = failure.next === "relist"
-            ? "re-listing"
-            : `resuming from resourceVersion ${rv._tag === "Watching" ? rv.resourceVersion : "(none: listing)"}`
-          const when = Duration.isZero(delay) ? "now" : `in ${Duration.format(delay)}`
-          yield* Effect.logWarning(`${failure.message}; ${next} ${when}`).pipe(
-            Effect.annotateLogs({
-              ...annotations,
-              resourceVersion: rv._tag === "Watching" ? rv.resourceVersion : "",
-              reason: failure.reason
-            })
-          )
-          if (failure.next === "relist") yield* Ref.set(state, { _tag: "NeedsList", reason: failure.listReason })
-          return delay
-        })
+    /**
+     * The Schedule only waits (and says so): the state was set when the round settled. Its own
+     * state counts the back-offs taken since the last healthy stream (`Stream.retry` starts it
+     * afresh whenever the round yields), so a `RetryAfter` or a pause of none leaves the next
+     * back-off where it was.
+     */
+    const retryPolicy = Schedule.makeWithState(0, (now, failure: RoundFailure, backoffs: number) =>
+      Effect.succeed(
+        [
+          failure.transition.pause._tag === "Backoff" ? backoffs + 1 : backoffs,
+          [failure.transition, Duration.times(settings.floor, Math.pow(2, backoffs))] as const,
+          ScheduleDecision.continueWith(ScheduleInterval.after(now))
+        ] as const
+      )).pipe(
+        Schedule.modifyDelayEffect(([transition, backoff]) =>
+          Effect.gen(function*() {
+            const delay = yield* delayOf(transition.pause, backoff)
+            const when = Duration.isZero(delay) ? "now" : `in ${Duration.format(delay)}`
+            yield* Effect.logWarning(`${transition.message}; ${WatchMachine.describeNext(transition.next)} ${when}`).pipe(
+              Effect.annotateLogs({
+                ...annotations,
+                resourceVersion: resumeAnnotation(transition.next),
+                reason: transition.restart ?? ""
+              })
+            )
+            return delay
+          })
+        )
       )
-    )
-
-    const onFailure = (failure: RoundFailure) =>
-      Effect.gen(function*() {
-        counts.watchRestarts++
-        yield* Metric.increment(Metric.tagged(metrics.restarts, "reason", failure.reason))
-      })
 
     const loop = Stream.forever(round).pipe(
-      Stream.tapError(onFailure),
       Stream.retry(retryPolicy),
       Stream.runDrain,
       Effect.catchAllCause((cause) =>
@@ -682,7 +494,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
      * change can slip between "the current value" and "told"; once synced, `initial` puts what
      * the cache holds now.
      */
-    const register = (name: string | undefined, initial: (mailbox: Mailbox, current: SandboxCache) => void) =>
+    const register = (name: string | undefined, initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void) =>
       SubscriptionRef.modify(cache, (current) => {
         const mailbox = hub.add(name)
         if (current.synced) initial(mailbox, current)
@@ -695,8 +507,10 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         return updateSubscriberGauge
       })
 
-    const tellCurrent = (name: string) => (mailbox: Mailbox, current: SandboxCache) =>
-      mailbox.put(name, HashMap.get(current.objects, name))
+    /** What the cache holds for `name`; nothing for a name that is unknown (rule 13). */
+    const tellCurrent = (name: string) => (mailbox: Mailbox, current: SandboxCache.SandboxCache) => {
+      if (!HashSet.has(current.unknown, name)) mailbox.put(name, HashMap.get(current.objects, name))
+    }
 
     /**
      * A subscription is one `Stream.repeatEffectChunk` over a mailbox. Its first pull registers;
@@ -705,7 +519,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
      */
     const subscription = <A>(
       name: string | undefined,
-      initial: (mailbox: Mailbox, current: SandboxCache) => void,
+      initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void,
       present: (pending: Chunk.Chunk<readonly [string, Option.Option<Sandbox>]>) => Chunk.Chunk<A>
     ): Stream.Stream<A> =>
       Stream.suspend(() => {
@@ -770,6 +584,8 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         relists: counts.relists,
         watchRestarts: counts.watchRestarts,
         cached: HashMap.size(current.objects),
+        unknown: HashSet.size(current.unknown),
+        resourceVersion: counts.resourceVersion,
         subscribers: hub.subscribers
       } satisfies SandboxWatchHealth
     })

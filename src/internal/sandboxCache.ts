@@ -1,0 +1,249 @@
+/**
+ * The watch's cache and the two ways the cluster changes it: a list (the cache becomes the list)
+ * and a batch of watch events. Both are plain functions of the old cache and what the cluster said,
+ * returning the new cache; whom to tell is handed to `tell` as it is decided, so a test can collect
+ * the tells into an array. Rules 10–14 of `watchMachine.ts` live here.
+ *
+ * The maps are persistent (`HashMap`): a list replaces the cache in one step, and a snapshot taken
+ * by a reader stays valid while the watch goes on.
+ *
+ * @internal
+ */
+import { HashMap, HashSet, Option } from "effect"
+import type { FullList } from "../KubeClient.ts"
+import type { Status } from "../KubeStatus.ts"
+import type { Sandbox } from "../Sandbox.ts"
+import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import { isOlder } from "./resourceVersion.ts"
+
+export interface SandboxCache {
+  /** A list has landed: before it the cache knows nothing. */
+  readonly synced: boolean
+  readonly objects: HashMap.HashMap<string, Sandbox>
+  /**
+   * Names the cluster has but whose only state we heard did not decode: neither present nor gone
+   * (rule 13). Nobody is told anything about them until a state that decodes, or a deletion.
+   */
+  readonly unknown: HashSet.HashSet<string>
+  /**
+   * Names told gone, with the resourceVersion that said so, so a lagging list cannot bring an
+   * older state back (rule 14). Bounded: see `MaxTombstones`.
+   */
+  readonly tombstones: HashMap.HashMap<string, string>
+}
+
+export const empty: SandboxCache = {
+  synced: false,
+  objects: HashMap.empty(),
+  unknown: HashSet.empty(),
+  tombstones: HashMap.empty()
+}
+
+/** Tells one name's new state: the Sandbox, or none for gone. */
+export type Tell = (name: string, value: Option.Option<Sandbox>) => void
+
+/**
+ * Tombstones kept at most. A lagging list older than a deletion is rare (lists are quorum reads);
+ * past this many, a list keeps the newest deletions.
+ */
+export const MaxTombstones = 4096
+
+const gone: Option.Option<Sandbox> = Option.none()
+
+/** `candidate` is known to be no newer than `current` (where the order cannot be told: false). */
+const notNewer = (candidate: string, current: string): boolean => candidate === current || isOlder(candidate, current)
+
+// ---------------------------------------------------------------------------------------------
+// A list
+// ---------------------------------------------------------------------------------------------
+
+export interface ListApplied {
+  readonly cache: SandboxCache
+  /** How many tells the list made. */
+  readonly told: number
+}
+
+/**
+ * The cache becomes the list, in one step. Told: every name whose resourceVersion changed or that
+ * went (rule 11) and, on the first list, every name in `waitedOn`, present or gone (rule 10).
+ * Kept as they were, untold: a cached object newer than the list's copy, or one the list carried
+ * but could not decode (rules 13, 14). A name the list carried only undecodable is unknown, not
+ * gone.
+ */
+export const applyList = (
+  old: SandboxCache,
+  list: FullList<Sandbox>,
+  waitedOn: Iterable<string>,
+  tell: Tell
+): ListApplied => {
+  const undecodable = new Set<string>()
+  for (const bad of list.undecodable) if (bad.name !== undefined) undecodable.add(bad.name)
+  const objects = HashMap.beginMutation(HashMap.empty<string, Sandbox>())
+  const tombstones = HashMap.beginMutation(old.tombstones)
+  let told = 0
+  for (const item of list.items) {
+    const name = item.metadata.name
+    const cached = HashMap.get(old.objects, name)
+    if (Option.isSome(cached)) {
+      // A list cannot be newer than what we were told, unless the server is behind: keep ours.
+      const sandbox = isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion) ? cached.value : item
+      HashMap.set(objects, name, sandbox)
+      if (sandbox !== cached.value && sandbox.metadata.resourceVersion !== cached.value.metadata.resourceVersion) {
+        told++
+        tell(name, Option.some(sandbox))
+      }
+      continue
+    }
+    const deletedAt = HashMap.get(old.tombstones, name)
+    // A state no newer than the deletion we told is the past, not a re-creation.
+    if (Option.isSome(deletedAt) && notNewer(item.metadata.resourceVersion, deletedAt.value)) continue
+    HashMap.remove(tombstones, name)
+    HashMap.set(objects, name, item)
+    told++
+    tell(name, Option.some(item))
+  }
+  for (const [name, sandbox] of old.objects) {
+    if (HashMap.has(objects, name)) continue
+    // Not in the list: gone, unless it did not decode (unknown, not loss) or the list is older than
+    // what we last heard of it (a stale list cannot prove a newer object gone).
+    if (undecodable.has(name) || isOlder(list.resourceVersion, sandbox.metadata.resourceVersion)) {
+      HashMap.set(objects, name, sandbox)
+    } else {
+      HashMap.set(tombstones, name, list.resourceVersion)
+      told++
+      tell(name, gone)
+    }
+  }
+  const unknown = HashSet.beginMutation(HashSet.empty<string>())
+  for (const name of undecodable) if (!HashMap.has(objects, name)) HashSet.add(unknown, name)
+  // A name unknown before that this list does not carry at all is gone: tell those waiting on it.
+  for (const name of old.unknown) {
+    if (!undecodable.has(name) && !HashMap.has(objects, name)) {
+      told++
+      tell(name, gone)
+    }
+  }
+  const cache: SandboxCache = {
+    synced: true,
+    objects: HashMap.endMutation(objects),
+    unknown: HashSet.endMutation(unknown),
+    tombstones: pruneTombstones(HashMap.endMutation(tombstones))
+  }
+  if (!old.synced) {
+    // The reconcile: every name waited on that the first list does not hold is told gone, except
+    // the ones it holds undecodable. (The ones it holds were told above: the cache was empty.)
+    for (const name of Array.from(waitedOn)) {
+      if (!HashMap.has(cache.objects, name) && !HashSet.has(cache.unknown, name)) {
+        told++
+        tell(name, gone)
+      }
+    }
+  }
+  return { cache, told }
+}
+
+const pruneTombstones = (tombstones: HashMap.HashMap<string, string>): HashMap.HashMap<string, string> => {
+  if (HashMap.size(tombstones) <= MaxTombstones) return tombstones
+  const newestFirst = Array.from(tombstones).sort(([, a], [, b]) => (isOlder(a, b) ? 1 : isOlder(b, a) ? -1 : 0))
+  return HashMap.fromIterable(newestFirst.slice(0, MaxTombstones))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watch events
+// ---------------------------------------------------------------------------------------------
+
+export interface EventsApplied {
+  readonly cache: SandboxCache
+  /** The newest resourceVersion heard, to resume from (rule 2). */
+  readonly resourceVersion: string
+  /** Something other than an `ERROR` was heard: the stream is healthy. */
+  readonly heard: boolean
+  /** The `ERROR` the batch stopped at, if any; events after it are not applied. */
+  readonly error: Status | undefined
+  /** Objects that did not fit the schema, to report. */
+  readonly undecodable: ReadonlyArray<UndecodableEvent>
+  /** Events older than what the cache holds, not applied (rule 14). */
+  readonly stale: number
+}
+
+/** A batch of watch events, applied in one step from resourceVersion `from`; stops at an `ERROR`. */
+export const applyEvents = (
+  old: SandboxCache,
+  events: Iterable<WatchEvent<Sandbox>>,
+  from: string,
+  tell: Tell
+): EventsApplied => {
+  let resourceVersion = from
+  let heard = false
+  let error: Status | undefined
+  let stale = 0
+  let undecodable: Array<UndecodableEvent> | undefined
+  const objects = HashMap.beginMutation(old.objects)
+  // Touched only by deletions and names not cached: most batches leave them as they were.
+  let tombstones = old.tombstones
+  let unknown = old.unknown
+  const isStale = (name: string, eventVersion: string): boolean => {
+    const cached = HashMap.get(objects, name)
+    if (Option.isSome(cached)) return isOlder(eventVersion, cached.value.metadata.resourceVersion)
+    const deletedAt = HashMap.get(tombstones, name)
+    return Option.isSome(deletedAt) && notNewer(eventVersion, deletedAt.value)
+  }
+  const remove = (name: string, deletedAt: string) => {
+    HashMap.remove(objects, name)
+    if (deletedAt !== "") tombstones = HashMap.set(tombstones, name, deletedAt)
+    if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
+    tell(name, gone)
+  }
+  for (const event of events) {
+    if (event.type === "ERROR") {
+      error = event.status
+      break
+    }
+    heard = true
+    // Rule 2: an empty resourceVersion would make the next watch start "from now".
+    const eventVersion = event.type === "UNDECODABLE" ? event.resourceVersion ?? "" : event.resourceVersion
+    if (eventVersion !== "") resourceVersion = eventVersion
+    switch (event.type) {
+      case "BOOKMARK":
+        break
+      case "UNDECODABLE": {
+        ;(undecodable ??= []).push(event)
+        const name = event.name
+        if (name === undefined || (eventVersion !== "" && isStale(name, eventVersion))) break
+        if (event.eventType === "DELETED") {
+          // The object is unreadable, but the event says which name went: that is the cluster's word.
+          remove(name, eventVersion)
+        } else if (!HashMap.has(objects, name)) {
+          // Rule 13: keep what we had; a name we had nothing for becomes unknown.
+          unknown = HashSet.add(unknown, name)
+        }
+        break
+      }
+      default: {
+        const name = event.name
+        if (isStale(name, eventVersion)) {
+          stale++
+          break
+        }
+        if (event.type === "DELETED") {
+          remove(name, eventVersion)
+        } else {
+          HashMap.set(objects, name, event.object)
+          if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
+          if (HashMap.size(tombstones) > 0) tombstones = HashMap.remove(tombstones, name)
+          tell(name, Option.some(event.object))
+        }
+      }
+    }
+  }
+  return {
+    cache: { synced: old.synced, objects: HashMap.endMutation(objects), unknown, tombstones },
+    resourceVersion,
+    heard,
+    error,
+    undecodable: undecodable ?? noUndecodable,
+    stale
+  }
+}
+
+const noUndecodable: ReadonlyArray<UndecodableEvent> = []

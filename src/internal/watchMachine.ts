@@ -1,0 +1,336 @@
+/**
+ * The watch's decisions, in one pure place: its states, what a round can end with, and the one
+ * function (`step`) from a state and a round's end to the next state and the pause before it.
+ * `SandboxWatch` runs the rounds and waits; every choice it makes is made here, so each rule below
+ * is a row of a table test (`test/WatchMachine.test.ts`), no fibers or clocks needed.
+ *
+ * The rules, numbered once (the README's behaviour table, the comments and the test names use
+ * these numbers):
+ *
+ *  1. Start with a paged **quorum** list (no resourceVersion: a list from a cache may be stale and
+ *     report a Sandbox created a moment ago as gone). The cache becomes the list in one step; then
+ *     watch from the list's resourceVersion, with bookmarks and `timeoutSeconds`.
+ *  2. Every event's and bookmark's resourceVersion is kept: a resume starts from the newest. An empty
+ *     one is ignored (asking `resourceVersion=` means "from now", and deletions in between would be
+ *     missed).
+ *  3. The server closes a watch that said something: resume at once from the newest
+ *     resourceVersion, no re-list.
+ *  4. Silence longer than `timeoutSeconds` plus the idle margin: the connection is dead; resume at once.
+ *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the request:
+ *     re-list. After a watch that said something first, at once; otherwise after the back-off, which
+ *     grows while they repeat (a list alone is not a healthy stream).
+ *  6. A 429, on the request or as an `ERROR` event: wait the server's `Retry-After` (no less than the
+ *     back-off floor, no more than its cap; the back-off when it names none) and resume. No re-list:
+ *     throttling says nothing about the resourceVersion, and a full list is what an overloaded server
+ *     needs least.
+ *  7. Anything else (refused, reset, 5xx, an HTML page, a malformed or truncated line): the
+ *     back-off, from the floor doubling to the cap with jitter, reset only when a watch hears
+ *     something; resume from the newest good resourceVersion.
+ *  8. A watch that closes early having said nothing waits one back-off floor before it is asked
+ *     again (client-go's "very short watch"): a beat, so a misbehaving server is not asked in a hot
+ *     loop. One that ran (nearly) its whole term in silence is a quiet cluster: resume at once.
+ *  9. 401 and 403 back off like rule 7; the client reads credentials afresh, and a 403's log line
+ *     names the permission missing. Granting it heals the watch without a restart.
+ * 10. The first list is the reconcile: every name waited on is told, present or gone.
+ * 11. A later list tells exactly the names whose object changed or went.
+ * 12. `DELETED` tells the name gone (also how a Sandbox that stops matching the selector leaves).
+ * 13. Unknown is never loss: a dropped watch, an error, a back-off or an object that does not
+ *     decode tells nobody anything. A cached Sandbox whose new state does not decode keeps its last
+ *     value; a name whose only state does not decode is neither present nor gone.
+ * 14. Per name, told resourceVersions never go backwards: an event older than the cached object, or
+ *     a list older than it or than the name's deletion, is not told.
+ * 15. A line over the size cap is retried from the same resourceVersion once, with the back-off;
+ *     the second time at that resourceVersion the watch cannot get past it, so it re-lists.
+ *
+ * Rules 10–14 are the cache's (`sandboxCache.ts`); the others are decided here.
+ *
+ * @internal
+ */
+import { Data, Duration } from "effect"
+import * as KubeError from "../KubeError.ts"
+import type { Status } from "../KubeStatus.ts"
+
+// ---------------------------------------------------------------------------------------------
+// States
+// ---------------------------------------------------------------------------------------------
+
+/** Why a list is needed; also the `reason` label of the re-list metric. */
+export type ListReason = "initial" | "expired" | "error-event" | "too-large-resource-version" | "line-too-long"
+
+export type WatchState = Data.TaggedEnum<{
+  /**
+   * The cache cannot continue from any resourceVersion (the start, or the server said the one we
+   * had is gone): the next round lists.
+   */
+  NeedsList: { readonly reason: ListReason }
+  /**
+   * The next round watches from `resourceVersion`, the newest heard. `oversizedAt` is the
+   * resourceVersion a line over the cap was last met at (rule 15), if the last round ended so.
+   */
+  Watching: { readonly resourceVersion: string; readonly oversizedAt: string | undefined }
+}>
+
+export const WatchState = Data.taggedEnum<WatchState>()
+
+export const initial: WatchState = WatchState.NeedsList({ reason: "initial" })
+
+// ---------------------------------------------------------------------------------------------
+// Pauses
+// ---------------------------------------------------------------------------------------------
+
+/** How long to wait before the next round; the loop's `Schedule` turns it into a delay. */
+export type Pause = Data.TaggedEnum<{
+  /** Go on at once. */
+  None: {}
+  /** One back-off floor, whatever the back-off has grown to; it does not grow it. */
+  Floor: {}
+  /** The exponential back-off: the floor, doubling to the cap, reset when a watch hears something. */
+  Backoff: {}
+  /** What the server asked for, already clamped to [floor, cap]. */
+  RetryAfter: { readonly delay: Duration.Duration }
+}>
+
+export const Pause = Data.taggedEnum<Pause>()
+
+const none: Pause = Pause.None()
+const floor: Pause = Pause.Floor()
+const backoff: Pause = Pause.Backoff()
+
+// ---------------------------------------------------------------------------------------------
+// How a round ends
+// ---------------------------------------------------------------------------------------------
+
+/** What one round (a list, or one watch) ended with. */
+export type RoundEnd = Data.TaggedEnum<{
+  /** A list landed at `resourceVersion`. */
+  Listed: { readonly resourceVersion: string }
+  /** A list failed. */
+  ListFailed: { readonly error: KubeError.KubeClientError }
+  /** The watch request or its stream failed, after the watch had reached `resourceVersion`. */
+  WatchFailed: {
+    readonly error: KubeError.KubeClientError
+    readonly resourceVersion: string
+    readonly heard: boolean
+  }
+  /** The watch sent an `ERROR` event; `heard`: it had said something before it. */
+  ErrorEvent: { readonly status: Status; readonly resourceVersion: string; readonly heard: boolean }
+  /** The watch was silent past the idle limit. */
+  Idle: { readonly resourceVersion: string }
+  /** The server closed the watch after `ranMillis`. */
+  Closed: { readonly resourceVersion: string; readonly heard: boolean; readonly ranMillis: number }
+}>
+
+export const RoundEnd = Data.taggedEnum<RoundEnd>()
+
+// ---------------------------------------------------------------------------------------------
+// Transitions
+// ---------------------------------------------------------------------------------------------
+
+export interface MachineSettings {
+  readonly namespace: string
+  readonly timeoutSeconds: number
+  readonly floor: Duration.Duration
+  readonly cap: Duration.Duration
+}
+
+/** Where the loop goes next, after which pause, and what it tells a person and the metrics. */
+export interface Transition {
+  readonly next: WatchState
+  readonly pause: Pause
+  /**
+   * The `reason` label of the restart metric, for a round that did not end as it should; none for
+   * a list that landed, a watch the server closed after it spoke, or a quiet term.
+   */
+  readonly restart: string | undefined
+  /** What happened, in words a person can act on (the loop adds what comes next and when). */
+  readonly message: string | undefined
+}
+
+/**
+ * A watch that lasted at least this share of `timeoutSeconds` ran its term (rule 8): the server's
+ * timer starts a little after ours, and a proxy or load balancer may close the stream a little
+ * before the server would.
+ */
+export const FullTermShare = 0.9
+
+/** The one step: every arm returns the next state. */
+export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings): Transition => {
+  switch (end._tag) {
+    case "Listed":
+      return { next: watching(end.resourceVersion), pause: none, restart: undefined, message: undefined }
+    case "ListFailed":
+      return ofClientError(end.error, resumePoint(state), "list", settings)
+    case "WatchFailed":
+      if (end.error._tag === "KubeLineTooLongError") return ofLineTooLong(state, end.resourceVersion, end.error)
+      return ofClientError(end.error, watching(end.resourceVersion), "watch", settings)
+    case "ErrorEvent":
+      return ofErrorEvent(end, settings)
+    case "Idle":
+      return {
+        next: watching(end.resourceVersion),
+        pause: none,
+        restart: "idle",
+        message: `the watch was silent for longer than ${settings.timeoutSeconds}s plus the idle margin; ` +
+          `the connection is taken for dead`
+      }
+    case "Closed":
+      return ofClose(end, settings)
+  }
+}
+
+/** Describes the next state for a log line: "re-listing", "resuming from resourceVersion 42". */
+export const describeNext = (next: WatchState): string =>
+  next._tag === "NeedsList" ? "re-listing" : `resuming from resourceVersion ${next.resourceVersion}`
+
+// -- the arms ----------------------------------------------------------------------------------
+
+const watching = (resourceVersion: string): WatchState =>
+  WatchState.Watching({ resourceVersion, oversizedAt: undefined })
+
+/** A failed list changes nothing the loop knew: it lists again (or watches, if it could). */
+const resumePoint = (state: WatchState): WatchState =>
+  state._tag === "Watching" ? watching(state.resourceVersion) : state
+
+const relist = (reason: ListReason): WatchState => WatchState.NeedsList({ reason })
+
+/** The delay a server asked for, kept between the floor (rule 6: never a hot loop) and the cap. */
+const retryAfter = (delay: Duration.Duration, settings: MachineSettings): Pause =>
+  Pause.RetryAfter({ delay: Duration.clamp(delay, { minimum: settings.floor, maximum: settings.cap }) })
+
+const ofClientError = (
+  error: KubeError.KubeClientError,
+  resume: WatchState,
+  during: "list" | "watch",
+  settings: MachineSettings
+): Transition => {
+  const at = resume._tag === "Watching" ? ` ${resume.resourceVersion}` : ""
+  // Rule 5: the resourceVersion is gone; only a list can go on. The back-off, because an
+  // apiserver that keeps answering so is lagging or compacting, and a full list is its dearest
+  // request.
+  if (KubeError.isExpired(error)) {
+    return {
+      next: relist("expired"),
+      pause: floor,
+      restart: "expired",
+      message: `resourceVersion${at} expired (${error.message})`
+    }
+  }
+  if (KubeError.isTooLargeResourceVersion(error)) {
+    return {
+      next: relist("too-large-resource-version"),
+      pause: floor,
+      restart: "too-large-resource-version",
+      message: `the server has not reached resourceVersion${at} yet (${error.message})`
+    }
+  }
+  // Rule 6.
+  if (KubeError.isTooManyRequests(error)) {
+    const asked = KubeError.retryAfter(error)
+    return {
+      next: resume,
+      pause: asked._tag === "Some" ? retryAfter(asked.value, settings) : backoff,
+      restart: "429",
+      message: `the server is throttling us (429${asked._tag === "Some" ? `, Retry-After ${Duration.format(asked.value)}` : ""})`
+    }
+  }
+  // Rule 9.
+  if (KubeError.isUnauthorized(error)) {
+    return {
+      next: resume,
+      pause: backoff,
+      restart: "401",
+      message: "the cluster rejected our credentials (401 Unauthorized); they will be read afresh"
+    }
+  }
+  if (KubeError.isForbidden(error)) {
+    return {
+      next: resume,
+      pause: backoff,
+      restart: "403",
+      message: `forbidden to ${during} sandboxes.jr2.dev in namespace "${settings.namespace}": grant get, list and ` +
+        `watch on sandboxes.jr2.dev (RBAC); the watch heals without a restart once it may (${error.message})`
+    }
+  }
+  // Rule 7.
+  return { next: resume, pause: backoff, restart: restartReason(error), message: error.message }
+}
+
+const restartReason = (error: KubeError.KubeClientError): string => {
+  switch (error._tag) {
+    case "KubeStatusError":
+      return String(error.code)
+    case "KubeTransportError":
+      return "transport"
+    case "KubeLineTooLongError":
+      return "line-too-long"
+    case "KubeMalformedLineError":
+    case "KubeMalformedBodyError":
+      return "malformed"
+  }
+}
+
+/** Rule 15. */
+const ofLineTooLong = (state: WatchState, resourceVersion: string, error: KubeError.KubeLineTooLongError): Transition =>
+  state._tag === "Watching" && state.oversizedAt === resourceVersion
+    ? {
+      next: relist("line-too-long"),
+      pause: backoff,
+      restart: "line-too-long",
+      message: `a line over the size cap again at resourceVersion ${resourceVersion}: the watch cannot get past it ` +
+        `(${error.message})`
+    }
+    : {
+      next: WatchState.Watching({ resourceVersion, oversizedAt: resourceVersion }),
+      pause: backoff,
+      restart: "line-too-long",
+      message: error.message
+    }
+
+/** Rules 5 and 6, for an `ERROR` inside the watch's 200. */
+const ofErrorEvent = (
+  end: Extract<RoundEnd, { readonly _tag: "ErrorEvent" }>,
+  settings: MachineSettings
+): Transition => {
+  const { heard, resourceVersion, status } = end
+  const said = `${status.code ?? "no code"} ${status.reason ?? ""}: ${status.message ?? "no message"}`
+  if (status.code === 429) {
+    const seconds = status.details?.retryAfterSeconds
+    return {
+      next: watching(resourceVersion),
+      pause: seconds === undefined ? backoff : retryAfter(Duration.seconds(seconds), settings),
+      restart: "429",
+      message: `the watch sent an ERROR: the server is throttling us (${said})`
+    }
+  }
+  // After a watch that spoke the stream was healthy: re-list at once. One that said only the
+  // ERROR waits the back-off, so a server that keeps answering so is not asked in a hot loop.
+  const pause = heard ? none : floor
+  return KubeError.isExpiredStatus(status)
+    ? {
+      next: relist("expired"),
+      pause,
+      restart: "expired",
+      message: `resourceVersion ${resourceVersion} expired (${status.message ?? "410 Gone"})`
+    }
+    : {
+      next: relist("error-event"),
+      pause,
+      restart: "error-event",
+      message: `the watch sent an ERROR (${said})`
+    }
+}
+
+/** Rules 3 and 8. */
+const ofClose = (end: Extract<RoundEnd, { readonly _tag: "Closed" }>, settings: MachineSettings): Transition => {
+  const next = watching(end.resourceVersion)
+  if (end.heard) return { next, pause: none, restart: undefined, message: undefined }
+  if (end.ranMillis >= settings.timeoutSeconds * 1000 * FullTermShare) {
+    return { next, pause: none, restart: undefined, message: "the watch ran its term without a change" }
+  }
+  return {
+    next,
+    pause: floor,
+    restart: "silent-close",
+    message: `the watch closed after ${Duration.format(Duration.millis(end.ranMillis))} without a word`
+  }
+}
