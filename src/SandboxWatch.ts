@@ -413,12 +413,11 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
       return events.pipe(Stream.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
     }
 
-    // A list that landed yields once: a healthy stream, the back-off resets.
+    // A list landing emits nothing: only a watch that hears something resets the back-off (rule 5).
     const round: Stream.Stream<string, RoundFailure> = Stream.unwrap(
       Effect.gen(function*() {
-        if (state._tag === "Watching") return watchFrom(state.resourceVersion, yield* Clock.currentTimeMillis)
-        const resourceVersion = yield* relist(state.reason)
-        return Stream.concat(Stream.make(resourceVersion), watchFrom(resourceVersion, yield* Clock.currentTimeMillis))
+        const resourceVersion = state._tag === "Watching" ? state.resourceVersion : yield* relist(state.reason)
+        return watchFrom(resourceVersion, yield* Clock.currentTimeMillis)
       })
     )
 

@@ -183,14 +183,14 @@ describe("SandboxWatch", () => {
       expect((yield* listCalls(kube)).length).toBe(2)
     }))
 
-  it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list", () =>
+  it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list; the back-off grows while they repeat, since a list alone is not a healthy stream", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "1 second" })
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.fail(statusError(410, "Gone", "too old"))
-      yield* kube.respondList(fullList("20"))
       yield* adjustAfterSleep(1000)
+      yield* kube.respondList(fullList("20"))
       const w2 = yield* kube.nextWatch
       expect(w2.options.resourceVersion).toBe("20")
       yield* w2.fail(
@@ -199,11 +199,37 @@ describe("SandboxWatch", () => {
           retryAfterSeconds: 1
         })
       )
+      // The list that landed in between did not reset the back-off: a lagging apiserver is not
+      // asked for a full list every floor.
+      yield* adjustAfterSleep(2000)
       yield* kube.respondList(fullList("30"))
-      yield* adjustAfterSleep(1000)
       const w3 = yield* kube.nextWatch
       expect(w3.options.resourceVersion).toBe("30")
-      expect((yield* listCalls(kube)).length).toBe(3)
+      yield* w3.fail(statusError(410, "Gone", "too old"))
+      yield* adjustAfterSleep(4000)
+      yield* kube.respondList(fullList("40"))
+      // A watch that hears something is a healthy stream: the next 410 waits one floor again.
+      const w4 = yield* kube.nextWatch
+      yield* w4.emit(bookmark("41"))
+      yield* w4.fail(statusError(410, "Gone", "too old"))
+      yield* adjustAfterSleep(1000)
+      yield* kube.respondList(fullList("50"))
+      const w5 = yield* kube.nextWatch
+      expect(w5.options.resourceVersion).toBe("50")
+      expect((yield* listCalls(kube)).length).toBe(5)
+    }))
+
+  it.scoped("5. a watch that keeps saying only ERROR re-lists after a back-off that grows", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis" })
+      yield* kube.respondList(fullList("10"))
+      for (const [i, pause] of [500, 1000, 2000, 4000].entries()) {
+        const w = yield* kube.nextWatch
+        yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+        yield* adjustAfterSleep(pause)
+        yield* kube.respondList(fullList(String(20 + i)))
+      }
+      expect((yield* listCalls(kube)).length).toBe(5)
     }))
 
   // -- rule 6 ------------------------------------------------------------------------------------

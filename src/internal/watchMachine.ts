@@ -210,7 +210,7 @@ const ofClientError = (
   if (KubeError.isExpired(error)) {
     return {
       next: relist("expired"),
-      pause: floor,
+      pause: backoff,
       restart: "expired",
       message: `resourceVersion${at} expired (${error.message})`
     }
@@ -218,7 +218,7 @@ const ofClientError = (
   if (KubeError.isTooLargeResourceVersion(error)) {
     return {
       next: relist("too-large-resource-version"),
-      pause: floor,
+      pause: backoff,
       restart: "too-large-resource-version",
       message: `the server has not reached resourceVersion${at} yet (${error.message})`
     }
@@ -304,7 +304,7 @@ const ofErrorEvent = (
   }
   // After a watch that spoke the stream was healthy: re-list at once. One that said only the
   // ERROR waits the back-off, so a server that keeps answering so is not asked in a hot loop.
-  const pause = heard ? none : floor
+  const pause = heard ? none : backoff
   return KubeError.isExpiredStatus(status)
     ? {
       next: relist("expired"),
