@@ -1,0 +1,220 @@
+/**
+ * The cache's rules (10–14 of `src/internal/watchMachine.ts`) as plain functions: what a list or a
+ * batch of events makes of the cache, and whom it tells, collected into an array.
+ */
+import { HashMap, HashSet, Option } from "effect"
+import { describe, expect, it } from "vitest"
+import type { FullList } from "../src/KubeClient.ts"
+import type { Sandbox } from "../src/Sandbox.ts"
+import type { UndecodableEvent, WatchEvent } from "../src/WatchEvent.ts"
+import * as SandboxCache from "../src/internal/sandboxCache.ts"
+import { added, bookmark, deleted, modified, sandbox } from "./support/ScriptedKubeClient.ts"
+
+const collector = () => {
+  const told: Array<string> = []
+  const tell: SandboxCache.Tell = (name, value) =>
+    told.push(Option.match(value, { onNone: () => `${name}:gone`, onSome: (s) => `${name}@${s.metadata.resourceVersion}` }))
+  return { told, tell }
+}
+
+const list = (resourceVersion: string, items: ReadonlyArray<Sandbox>, undecodable: ReadonlyArray<UndecodableEvent> = []): FullList<Sandbox> => ({
+  items,
+  undecodable,
+  resourceVersion,
+  pages: 1,
+  restarts: 0
+})
+
+const undecodableItem = (name: string, resourceVersion: string, eventType: UndecodableEvent["eventType"] = "ADDED"): UndecodableEvent => ({
+  type: "UNDECODABLE",
+  eventType,
+  name,
+  resourceVersion,
+  problem: "status.phase: expected string, got 42"
+})
+
+const cached = (cache: SandboxCache.SandboxCache) =>
+  Array.from(cache.objects).map(([name, s]) => `${name}@${s.metadata.resourceVersion}`).sort()
+
+/** A cache that has listed `items` at `resourceVersion`. */
+const listed = (resourceVersion: string, ...items: ReadonlyArray<Sandbox>) =>
+  SandboxCache.applyList(SandboxCache.empty, list(resourceVersion, items), [], () => {}).cache
+
+const events = (cache: SandboxCache.SandboxCache, batch: ReadonlyArray<WatchEvent<Sandbox>>, from = "10") => {
+  const { tell, told } = collector()
+  const applied = SandboxCache.applyEvents(cache, batch, from, tell)
+  return { applied, told }
+}
+
+describe("sandboxCache.applyList", () => {
+  it("10. the first list tells every name it holds and every waited-on name it does not, gone", () => {
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(SandboxCache.empty, list("10", [sandbox("a", "5")]), ["a", "b"], tell)
+    expect(told.sort()).toEqual(["a@5", "b:gone"])
+    expect(cache.synced).toBe(true)
+  })
+
+  it("13. bug 1: a waited-on name the first list holds only undecodable is not told gone; it is unknown", () => {
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(
+      SandboxCache.empty,
+      list("10", [sandbox("a", "5")], [undecodableItem("b", "7")]),
+      ["a", "b", "c"],
+      tell
+    )
+    expect(told.sort()).toEqual(["a@5", "c:gone"])
+    expect(HashSet.has(cache.unknown, "b")).toBe(true)
+    expect(HashMap.has(cache.objects, "b")).toBe(false)
+  })
+
+  it("11. a later list tells exactly the names that changed or went", () => {
+    const before = listed("10", sandbox("a", "5"), sandbox("b", "6"), sandbox("c", "7"))
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(before, list("20", [sandbox("a", "5"), sandbox("b", "16")]), ["a"], tell)
+    expect(told.sort()).toEqual(["b@16", "c:gone"])
+    expect(cached(cache)).toEqual(["a@5", "b@16"])
+  })
+
+  it("13. a cached object the list carries undecodable keeps its value, untold", () => {
+    const before = listed("10", sandbox("a", "5"))
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(before, list("20", [], [undecodableItem("a", "15")]), [], tell)
+    expect(told).toEqual([])
+    expect(cached(cache)).toEqual(["a@5"])
+  })
+
+  it("14. a stale cached copy in the list is not told: the newer cached object is kept", () => {
+    const before = events(listed("10", sandbox("a", "5")), [modified(sandbox("a", "30"))]).applied.cache
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(before, list("25", [sandbox("a", "20")]), [], tell)
+    expect(told).toEqual([])
+    expect(cached(cache)).toEqual(["a@30"])
+  })
+
+  it("14. a list older than a cached object cannot prove it gone", () => {
+    const before = events(listed("10"), [added(sandbox("a", "30"))]).applied.cache
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(before, list("25", []), [], tell)
+    expect(told).toEqual([])
+    expect(cached(cache)).toEqual(["a@30"])
+    // ... while a list at or past it can.
+    const after = collector()
+    SandboxCache.applyList(cache, list("31", []), [], after.tell)
+    expect(after.told).toEqual(["a:gone"])
+  })
+
+  it("14. tombstones: a lagging list cannot bring back an older state of a name told deleted", () => {
+    const { applied, told } = events(listed("10", sandbox("a", "5")), [deleted(sandbox("a", "30"))])
+    expect(told).toEqual(["a:gone"])
+    const lagging = collector()
+    const { cache } = SandboxCache.applyList(applied.cache, list("25", [sandbox("a", "20")]), [], lagging.tell)
+    expect(lagging.told).toEqual([])
+    expect(cached(cache)).toEqual([])
+    // A re-creation after the deletion is news.
+    const recreated = collector()
+    const later = SandboxCache.applyList(cache, list("45", [sandbox("a", "40")]), [], recreated.tell)
+    expect(recreated.told).toEqual(["a@40"])
+    expect(HashMap.has(later.cache.tombstones, "a")).toBe(false)
+  })
+
+  it("14. a name a list proves gone gets a tombstone too", () => {
+    const before = listed("10", sandbox("a", "5"))
+    const { cache } = SandboxCache.applyList(before, list("20", []), [], () => {})
+    expect(Option.getOrUndefined(HashMap.get(cache.tombstones, "a"))).toBe("20")
+    const lagging = collector()
+    SandboxCache.applyList(cache, list("15", [sandbox("a", "5")]), [], lagging.tell)
+    expect(lagging.told).toEqual([])
+  })
+
+  it("tombstones are bounded: past the limit a list keeps the newest", () => {
+    let cache = listed("1")
+    const deletions = Array.from({ length: SandboxCache.MaxTombstones + 10 }, (_, i) => deleted(sandbox(`s${i}`, String(100 + i))))
+    cache = events(cache, deletions).applied.cache
+    expect(HashMap.size(cache.tombstones)).toBe(SandboxCache.MaxTombstones + 10)
+    cache = SandboxCache.applyList(cache, list("99999", []), [], () => {}).cache
+    expect(HashMap.size(cache.tombstones)).toBe(SandboxCache.MaxTombstones)
+    expect(HashMap.has(cache.tombstones, "s0")).toBe(false)
+    expect(HashMap.has(cache.tombstones, `s${SandboxCache.MaxTombstones + 9}`)).toBe(true)
+  })
+
+  it("13. an unknown name a later list does not carry at all is told gone; one it carries decodable is told present", () => {
+    const first = SandboxCache.applyList(
+      SandboxCache.empty,
+      list("10", [], [undecodableItem("b", "7"), undecodableItem("c", "8")]),
+      ["b", "c"],
+      () => {}
+    ).cache
+    const { tell, told } = collector()
+    const { cache } = SandboxCache.applyList(first, list("20", [sandbox("c", "18")]), [], tell)
+    expect(told.sort()).toEqual(["b:gone", "c@18"])
+    expect(HashSet.size(cache.unknown)).toBe(0)
+  })
+})
+
+describe("sandboxCache.applyEvents", () => {
+  it("2. keeps the newest resourceVersion of events and bookmarks alike", () => {
+    const { applied, told } = events(listed("10"), [added(sandbox("a", "11")), bookmark("15")])
+    expect(applied.resourceVersion).toBe("15")
+    expect(applied.heard).toBe(true)
+    expect(told).toEqual(["a@11"])
+  })
+
+  it("2. bug 6: an empty resourceVersion (bookmark or event) is never the resume point", () => {
+    const { applied } = events(listed("10"), [bookmark("12"), bookmark(""), added(sandbox("a", ""))])
+    expect(applied.resourceVersion).toBe("12")
+  })
+
+  it("5. stops at an ERROR: events after it are not applied", () => {
+    const { applied, told } = events(listed("10"), [
+      added(sandbox("a", "11")),
+      { type: "ERROR", status: { code: 410, reason: "Expired" } },
+      added(sandbox("b", "12"))
+    ])
+    expect(applied.error?.code).toBe(410)
+    expect(told).toEqual(["a@11"])
+    expect(applied.resourceVersion).toBe("11")
+  })
+
+  it("12. DELETED tells the name gone", () => {
+    const { applied, told } = events(listed("10", sandbox("a", "5")), [deleted(sandbox("a", "12"))])
+    expect(told).toEqual(["a:gone"])
+    expect(cached(applied.cache)).toEqual([])
+  })
+
+  it("13. an undecodable MODIFIED keeps the cached value and tells nobody", () => {
+    const { applied, told } = events(listed("10", sandbox("a", "5")), [undecodableItem("a", "13", "MODIFIED")])
+    expect(told).toEqual([])
+    expect(cached(applied.cache)).toEqual(["a@5"])
+    expect(applied.undecodable.length).toBe(1)
+    expect(applied.resourceVersion).toBe("13")
+  })
+
+  it("13. an undecodable ADDED of a new name makes it unknown; a later state that decodes makes it known", () => {
+    const first = events(listed("10"), [undecodableItem("b", "13")])
+    expect(first.told).toEqual([])
+    expect(HashSet.has(first.applied.cache.unknown, "b")).toBe(true)
+    const second = events(first.applied.cache, [modified(sandbox("b", "14"))])
+    expect(second.told).toEqual(["b@14"])
+    expect(HashSet.has(second.applied.cache.unknown, "b")).toBe(false)
+  })
+
+  it("12. an undecodable DELETED that names the Sandbox is still the cluster saying it went", () => {
+    const { applied, told } = events(listed("10", sandbox("a", "5")), [undecodableItem("a", "13", "DELETED")])
+    expect(told).toEqual(["a:gone"])
+    expect(cached(applied.cache)).toEqual([])
+  })
+
+  it("14. an event older than the cached object is not applied, and counted", () => {
+    const { applied, told } = events(listed("10", sandbox("a", "20")), [modified(sandbox("a", "15"))])
+    expect(told).toEqual([])
+    expect(applied.stale).toBe(1)
+    expect(cached(applied.cache)).toEqual(["a@20"])
+  })
+
+  it("14. an event no newer than a name's deletion does not bring it back", () => {
+    const afterDelete = events(listed("10", sandbox("a", "5")), [deleted(sandbox("a", "30"))]).applied.cache
+    const { applied, told } = events(afterDelete, [modified(sandbox("a", "25"))], "30")
+    expect(told).toEqual([])
+    expect(applied.stale).toBe(1)
+  })
+})
