@@ -523,13 +523,14 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
     ): Stream.Stream<A> =>
       Stream.suspend(() => {
         let mailbox: Mailbox | undefined
+        // Registering and recording the mailbox for the finalizer are one uninterruptible step: an
+        // interrupt between them would leave a mailbox told for ever and the subscriber gauge off.
+        const registerOnce = Effect.uninterruptible(Effect.map(register(name, initial), (registered) => {
+          mailbox = registered
+          return registered
+        }))
         const pull = Effect.suspend(() =>
-          mailbox === undefined
-            ? Effect.flatMap(register(name, initial), (registered) => {
-              mailbox = registered
-              return registered.takeAll
-            })
-            : mailbox.takeAll
+          mailbox === undefined ? Effect.flatMap(registerOnce, (registered) => registered.takeAll) : mailbox.takeAll
         )
         return Stream.repeatEffectChunk(Effect.map(pull, present)).pipe(
           Stream.ensuring(Effect.suspend(() => (mailbox === undefined ? Effect.void : unregister(name, mailbox))))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Exit, Fiber, Logger, Metric, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
+import { Chunk, Duration, Effect, Either, Exit, Fiber, FiberRef, Logger, Metric, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import {
@@ -15,7 +15,7 @@ import {
   transportError
 } from "./support/ScriptedKubeClient.ts"
 import { nextPause } from "./support/waiting.ts"
-import { KubeMalformedLineError } from "../src/KubeError.ts"
+import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 
 // -- harness -----------------------------------------------------------------------------------
 
@@ -551,7 +551,8 @@ describe("SandboxWatch", () => {
       yield* kube.respondList(fullList("10", sandbox("a", "5")))
       const a = yield* subscribe(watch.changes("a"))
       const w1 = yield* kube.nextWatch
-      yield* w1.emit(modified(sandbox("a", "30", "Ready")))
+      const b = yield* subscribe(watch.changes("b"))
+      yield* w1.emit(modified(sandbox("a", "30", "Ready")), added(sandbox("b", "31")))
       // a replay of an older event after a resume
       yield* w1.emit(modified(sandbox("a", "25", "Pending")))
       yield* w1.emit(errorEvent(410, "Expired", "too old"))
@@ -560,6 +561,137 @@ describe("SandboxWatch", () => {
       yield* kube.nextWatch
       yield* settle
       expect(yield* a.told).toEqual(["a@5:Pending", "a@30:Ready"])
+      expect(yield* b.told).toEqual(["gone", "b@31:Pending"])
+      expect(describeTold(yield* watch.get("b"))).toBe("b@31:Pending")
+    }))
+
+  // -- reliability: the holes a close reading found ------------------------------------------------
+
+  it.scoped("13. bug 1: a Sandbox whose object does not decode in the first list is not told gone; waits keep waiting", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const early = yield* subscribe(watch.changes("b"))
+      const waited = yield* Effect.forkScoped(watch.waitFor("b", (value) => Effect.succeed(Option.map(value, (s) => describeTold(Option.some(s))))))
+      yield* kube.respondList(Either.right({
+        items: [sandbox("a", "5")],
+        undecodable: [{
+          type: "UNDECODABLE" as const,
+          eventType: "ADDED" as const,
+          name: "b",
+          resourceVersion: "7",
+          problem: "status.phase: expected string, got 42"
+        }],
+        resourceVersion: "10",
+        pages: 1,
+        restarts: 0
+      }))
+      const w = yield* kube.nextWatch
+      const late = yield* subscribe(watch.changes("b"))
+      yield* settle
+      expect(yield* early.told).toEqual([])
+      expect(yield* late.told).toEqual([])
+      expect(waited.unsafePoll()).toBe(null)
+      expect((yield* watch.health).unknown).toBe(1)
+      // Once its state decodes, everyone hears it.
+      yield* w.emit(modified(sandbox("b", "12", "Ready")))
+      expect(yield* Fiber.join(waited)).toBe("b@12:Ready")
+      yield* eventually(late.told, (t) => t.length === 1)
+      expect(yield* early.told).toEqual(["b@12:Ready"])
+      expect((yield* watch.health).unknown).toBe(0)
+    }))
+
+  it.scoped("3. bug 3: a changes stream interrupted at its first pull never stays registered", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      yield* kube.nextWatch
+      // With a yield every few operations, and interrupts sent after each number of yields in
+      // turn, one lands between any two steps of the first pull's registration. (Fewer than 16
+      // operations between yields makes Effect 3's scheduler spin.)
+      yield* Effect.gen(function*() {
+        for (let i = 0; i < 400; i++) {
+          const stream: Stream.Stream<unknown> = i % 2 === 0 ? watch.changes("a") : watch.allChanges
+          const fiber = yield* Effect.fork(Stream.runDrain(stream))
+          yield* Effect.repeatN(Effect.yieldNow(), i % 29)
+          yield* Fiber.interrupt(fiber)
+        }
+      }).pipe(Effect.locally(FiberRef.currentMaxOpsBeforeYield, 16))
+      yield* settle
+      expect((yield* watch.health).subscribers).toBe(0)
+    }))
+
+  it.scoped("6. bug 5: Retry-After: 0 waits one back-off floor, never a hot loop", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "400 millis" })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(statusError(429, "TooManyRequests", "slow down", { retryAfterSeconds: 0 }))
+      expect(yield* nextPause()).toBe(400)
+      yield* TestClock.adjust("399 millis")
+      yield* settle
+      expect((yield* watchCalls(kube)).length).toBe(1)
+      yield* TestClock.adjust("1 millis")
+      yield* kube.nextWatch
+    }))
+
+  it.scoped("2. bug 6: an empty resourceVersion on a bookmark or event is never the resume point", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(bookmark("12"), bookmark(""), added(sandbox("a", "")))
+      yield* w1.end
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("12")
+    }))
+
+  it.scoped("6. an ERROR 429 inside the watch waits its retryAfterSeconds and resumes, no re-list", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(bookmark("11"), {
+        type: "ERROR",
+        status: { kind: "Status", code: 429, reason: "TooManyRequests", message: "slow down", details: { retryAfterSeconds: 2 } }
+      })
+      expect(yield* nextPause()).toBe(2000)
+      yield* TestClock.adjust("2 seconds")
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("11")
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  it.scoped("15. a line over the cap is retried once from the same resourceVersion, then re-listed", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "100 millis" })
+      const tooLong = new KubeLineTooLongError({ path: "/watch", message: "a watch line exceeded 16 MiB", limitBytes: 16 })
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(tooLong)
+      yield* adjustAfterSleep(100)
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("10")
+      yield* w2.fail(tooLong)
+      yield* adjustAfterSleep(200)
+      yield* kube.respondList(fullList("20"))
+      const w3 = yield* kube.nextWatch
+      expect(w3.options.resourceVersion).toBe("20")
+      expect((yield* listCalls(kube)).length).toBe(2)
+    }))
+
+  it.scoped("14. tombstones: after a DELETED, a lagging list cannot bring the name back", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const a = yield* subscribe(watch.changes("a"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit(deleted(sandbox("a", "30")), errorEvent(410, "Expired", "too old"))
+      // A lagging server lists an older state of "a" (the delete at 30 has not reached it).
+      yield* kube.respondList(fullList("25", sandbox("a", "20")))
+      yield* kube.nextWatch
+      yield* settle
+      expect(yield* a.told).toEqual(["a@5:Pending", "gone"])
+      expect(Option.isNone(yield* watch.get("a"))).toBe(true)
     }))
 
   // -- lifecycle -----------------------------------------------------------------------------------

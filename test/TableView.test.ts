@@ -4,7 +4,7 @@ import type { Sandbox } from "../src/Sandbox.ts"
 import * as TableView from "../src/cli/TableView.ts"
 
 const at = 1_000_000
-const health = { synced: true, lastHeard: Option.some(at - 3_000), relists: 2, watchRestarts: 1, cached: 3, subscribers: 1 }
+const health = { synced: true, lastHeard: Option.some(at - 3_000), relists: 2, watchRestarts: 1, cached: 3, unknown: 0, resourceVersion: Option.some("42"), subscribers: 1 }
 const row = (sandbox: Sandbox | undefined, agoMillis: number): TableView.Row => ({
   sandbox: Option.fromNullable(sandbox),
   changedAt: at - agoMillis

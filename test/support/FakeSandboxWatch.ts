@@ -88,7 +88,7 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
         const done = yield* Deferred.isDone(synced)
         const map = yield* snapshot
         const subscribers = [...readers.values()].reduce((sum, n) => sum + n, 0)
-        return { synced: done, lastHeard: Option.none(), relists: yield* Ref.get(relists), watchRestarts: 0, cached: map.size, subscribers }
+        return { synced: done, lastHeard: Option.none(), relists: yield* Ref.get(relists), watchRestarts: 0, cached: map.size, unknown: 0, resourceVersion: Option.none(), subscribers }
       })
     }
     const control: FakeSandboxWatchControl = {
