@@ -30,10 +30,9 @@ import {
   type ConfigError,
   Context,
   Data,
-  Deferred,
   Duration,
+  Either,
   Effect,
-  Fiber,
   FiberRef,
   HashMap,
   HashSet,
@@ -200,11 +199,11 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
   }
 }
 
-/** What a watch's chunks need, taken once when it opens rather than for every chunk. */
-interface RoundContext {
-  readonly wake: Deferred.Deferred<void>
-  readonly clock: Clock.Clock
-  readonly metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
+/** How a watch ended, whether it heard anything, and the newest resourceVersion it reached. */
+interface RoundOutcome {
+  readonly end: WatchMachine.RoundEnd
+  readonly heard: boolean
+  readonly resourceVersion: string
 }
 
 /**
@@ -322,104 +321,113 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         Effect.withSpan("SandboxWatch.list", { attributes: { ...annotations, reason } })
       )
 
-    /** `openedAt`: when the watch was asked for (epoch ms), for the idle limit and rule 8. */
-    const watchFrom = (resourceVersion: string, openedAt: number): Stream.Stream<string, RoundFailure> => {
-      let heard = false
-      let current = resourceVersion
-      let lastActivity = openedAt
-      // Rule 4. The platform's undici client has no body timeout: silence past the server's own
-      // timeout (it sends bookmarks about every minute) means the connection is dead. One watchdog
-      // per watch, sleeping until the silence would be too long, costs less than a timer per chunk.
-      const idleMillis = Duration.toMillis(settings.idleLimit)
-      const watchdog = Effect.gen(function*() {
-        while (true) {
-          const silent = (yield* Clock.currentTimeMillis) - lastActivity
-          if (silent >= idleMillis) return WatchMachine.RoundEnd.Idle({ resourceVersion: current })
-          yield* Effect.sleep(Duration.millis(idleMillis - silent))
+    /**
+     * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends;
+     * `openedAt` (epoch ms, when it was asked for) starts the idle clock and rule 8's term.
+     */
+    const watchFrom = (resourceVersion: string, openedAt: number): Effect.Effect<RoundOutcome> =>
+      Effect.suspend(() => {
+        let heard = false
+        let current = resourceVersion
+        let lastActivity = openedAt
+        // Rule 4. The platform's undici client has no body timeout: silence past the server's own
+        // timeout (it sends bookmarks about every minute) means the connection is dead. One watchdog
+        // per watch, sleeping until the silence would be too long, costs less than a timer per chunk.
+        const idleMillis = Duration.toMillis(settings.idleLimit)
+        const watchdog = Effect.gen(function*() {
+          while (true) {
+            const silent = (yield* Clock.currentTimeMillis) - lastActivity
+            if (silent >= idleMillis) return WatchMachine.RoundEnd.Idle({ resourceVersion: current })
+            yield* Effect.sleep(Duration.millis(idleMillis - silent))
+          }
+        })
+        // Taken once per watch rather than for every chunk.
+        return Effect.flatMap(
+          Effect.zip(Effect.clock, FiberRef.get(FiberRef.currentMetricLabels)),
+          ([clock, metricLabels]) => {
+            /**
+             * One chunk of events into the cache; an `ERROR` among them ends the round. The common
+             * case (events applied, nothing to report) is one step after the cache's: a watch may
+             * read thousands of chunks a second.
+             */
+            const applyChunk = (chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
+              Effect.flatMap(applyEvents(chunk, current), (applied) => {
+                lastActivity = clock.unsafeCurrentTimeMillis()
+                counts.lastHeard = Option.some(lastActivity)
+                current = applied.resourceVersion
+                counts.resourceVersion = Option.some(current)
+                countEvents(chunk, metricLabels)
+                if (applied.heard) heard = true
+                if (applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) {
+                  return Effect.void
+                }
+                return Effect.gen(function*() {
+                  yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
+                  if (applied.stale > 0) {
+                    yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
+                  }
+                  if (applied.error !== undefined) {
+                    return yield* new RoundOver({
+                      end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current, heard })
+                    })
+                  }
+                })
+              })
+            const applyAll: Effect.Effect<WatchMachine.RoundEnd> = client.watch(SandboxResource, Sandbox, {
+              namespace: settings.namespace,
+              labelSelector: settings.labelSelector,
+              resourceVersion,
+              allowWatchBookmarks: true,
+              timeoutSeconds: settings.timeoutSeconds
+            }).pipe(
+              Stream.runForEachChunk(applyChunk),
+              Effect.matchEffect({
+                onFailure: (error) =>
+                  Effect.succeed(
+                    error._tag === "RoundOver"
+                      ? error.end
+                      : WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard })
+                  ),
+                onSuccess: () =>
+                  Effect.map(Clock.currentTimeMillis, (now) =>
+                    WatchMachine.RoundEnd.Closed({ resourceVersion: current, heard, ranMillis: now - openedAt }))
+              })
+            )
+            // The events are applied while the watchdog waits, raced once per watch. Cutting the
+            // watch short from inside the Stream (`Stream.interruptWhen`) would fork a fiber for
+            // every chunk read, which profiles showed as a fifth of the watch's CPU.
+            return Effect.map(Effect.raceFirst(applyAll, watchdog), (end): RoundOutcome => ({ end, heard, resourceVersion: current }))
+          }
+        )
+      }).pipe(Effect.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
+
+    /**
+     * The loop's one pull: rounds (a list when the state needs one, then a watch) run until one
+     * heard something, which is emitted: `Stream.retry` resets the back-off whenever the stream
+     * yields, so only a watch that heard something is a healthy stream (a list alone is not: rule 5).
+     * A round that heard something and then did not end as it should is emitted first and fails on
+     * the next pull, so its pause starts from the floor.
+     */
+    let failureAfterYield: RoundFailure | undefined
+    const nextHealthyRound: Effect.Effect<string, RoundFailure> = Effect.suspend(() => {
+      if (failureAfterYield !== undefined) {
+        const failure = failureAfterYield
+        failureAfterYield = undefined
+        return Effect.fail(failure)
+      }
+      return Effect.gen(function*() {
+        for (;;) {
+          const resourceVersion = state._tag === "Watching" ? state.resourceVersion : yield* relist(state.reason)
+          const outcome = yield* watchFrom(resourceVersion, yield* Clock.currentTimeMillis)
+          const settled = yield* Effect.either(settle(outcome.end))
+          if (outcome.heard) {
+            if (Either.isLeft(settled)) failureAfterYield = settled.left
+            return outcome.resourceVersion
+          }
+          if (Either.isLeft(settled)) return yield* Effect.fail(settled.left)
         }
       })
-      /**
-       * One chunk of events into the cache; an `ERROR` among them ends the round. The common case
-       * (events applied, nothing to report) is one step after the cache's: a watch may read
-       * thousands of chunks a second.
-       */
-      const applyChunk = (chunk: Chunk.Chunk<WatchEvent<Sandbox>>, round: RoundContext) =>
-        Effect.flatMap(applyEvents(chunk, current), (applied) => {
-          lastActivity = round.clock.unsafeCurrentTimeMillis()
-          counts.lastHeard = Option.some(lastActivity)
-          current = applied.resourceVersion
-          counts.resourceVersion = Option.some(current)
-          countEvents(chunk, round.metricLabels)
-          const firstWord = applied.heard && !heard
-          if (applied.heard) heard = true
-          if (!firstWord && applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) {
-            return Effect.void
-          }
-          return Effect.gen(function*() {
-            yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
-            if (applied.stale > 0) {
-              yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
-            }
-            if (firstWord) yield* Deferred.succeed(round.wake, undefined)
-            if (applied.error !== undefined) {
-              return yield* new RoundOver({
-                end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current, heard })
-              })
-            }
-          })
-        })
-      // The events are applied by one fiber per watch, raced once against the watchdog. Cutting
-      // the watch short from inside the Stream (`Stream.interruptWhen`) would fork a fiber for
-      // every chunk read, which profiles showed as a fifth of the watch's CPU.
-      const events: Stream.Stream<string, RoundFailure> = Stream.unwrapScoped(
-        Effect.gen(function*() {
-          const round: RoundContext = {
-            // Completed by the first event heard (a healthy watch: the back-off resets) or by the end.
-            wake: yield* Deferred.make<void>(),
-            clock: yield* Effect.clock,
-            metricLabels: yield* FiberRef.get(FiberRef.currentMetricLabels)
-          }
-          const applyAll: Effect.Effect<WatchMachine.RoundEnd> = client.watch(SandboxResource, Sandbox, {
-            namespace: settings.namespace,
-            labelSelector: settings.labelSelector,
-            resourceVersion,
-            allowWatchBookmarks: true,
-            timeoutSeconds: settings.timeoutSeconds
-          }).pipe(
-            Stream.runForEachChunk((chunk) => applyChunk(chunk, round)),
-            Effect.matchEffect({
-              onFailure: (error) =>
-                Effect.succeed(
-                  error._tag === "RoundOver"
-                    ? error.end
-                    : WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard })
-                ),
-              onSuccess: () =>
-                Effect.map(Clock.currentTimeMillis, (now) =>
-                  WatchMachine.RoundEnd.Closed({ resourceVersion: current, heard, ranMillis: now - openedAt }))
-            })
-          )
-          const applier = yield* Effect.raceFirst(applyAll, watchdog).pipe(
-            Effect.ensuring(Deferred.succeed(round.wake, undefined)),
-            Effect.forkScoped
-          )
-          // Yields once, and only for a watch that said something: the retry's back-off resets
-          // (rule 7). Then ends as the machine decides.
-          // (`Stream.filter` would not do: an emptied chunk still counts as output and resets it.)
-          const healthy = Stream.unwrap(Effect.map(Deferred.await(round.wake), () => (heard ? Stream.make(current) : Stream.empty)))
-          return Stream.concat(healthy, Stream.execute(Effect.flatMap(Fiber.join(applier), settle)))
-        })
-      )
-      return events.pipe(Stream.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
-    }
-
-    // A list landing emits nothing: only a watch that hears something resets the back-off (rule 5).
-    const round: Stream.Stream<string, RoundFailure> = Stream.unwrap(
-      Effect.gen(function*() {
-        const resourceVersion = state._tag === "Watching" ? state.resourceVersion : yield* relist(state.reason)
-        return watchFrom(resourceVersion, yield* Clock.currentTimeMillis)
-      })
-    )
+    })
 
     // -- pauses between rounds ---------------------------------------------------------------
 
@@ -471,7 +479,7 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
         )
       )
 
-    const loop = Stream.forever(round).pipe(
+    const loop = Stream.repeatEffect(nextHealthyRound).pipe(
       Stream.retry(retryPolicy),
       Stream.runDrain,
       Effect.catchAllCause((cause) =>

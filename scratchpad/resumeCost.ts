@@ -1,0 +1,80 @@
+/**
+ * Where a watch resume's CPU goes: the same N resumes (a watch that sends one event and ends),
+ * measured through three layers in one process against a loopback server:
+ *   raw       — @effect/platform's HttpClient: execute, drain the body
+ *   client    — KubeClient.watch, drained
+ *   watch     — SandboxWatch (list once, then N resumes)
+ * Run: npx tsx scratchpad/resumeCost.ts [N]
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Effect, Layer, Stream } from "effect"
+import * as http from "node:http"
+import * as KubeClient from "../src/KubeClient.ts"
+import * as KubeConfig from "../src/KubeConfig.ts"
+import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+
+const N = Number(process.argv[2] ?? 2000)
+let rv = 100
+const object = (name: string, resourceVersion: number) => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, namespace: "ns", resourceVersion: String(resourceVersion), labels: { "jr2.dev/run": "r" } },
+  status: { phase: "Ready" }
+})
+let watches = 0
+const server = http.createServer((req, res) => {
+  if (req.url?.includes("watch=")) {
+    watches++
+    res.writeHead(200, { "content-type": "application/json" })
+    res.end(JSON.stringify({ type: "MODIFIED", object: object("a", ++rv) }) + "\n")
+  } else {
+    res.writeHead(200, { "content-type": "application/json" })
+    res.end(JSON.stringify({ kind: "SandboxList", metadata: { resourceVersion: String(rv) }, items: [object("a", rv)] }))
+  }
+})
+await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+const config = KubeConfig.layerStatic({ server: url })
+const clientLayer = KubeClient.layer.pipe(Layer.provide(config))
+
+const measure = async (label: string, run: () => Promise<void>) => {
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const w0 = watches
+  await run()
+  const c1 = process.cpuUsage(c0)
+  const n = watches - w0
+  console.log(`${label.padEnd(8)} ${n} resumes: ${((c1.user + c1.system) / 1000 / n).toFixed(3)} ms CPU each, ${((performance.now() - t0) / n).toFixed(3)} ms wall`)
+}
+
+const path = `/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes?watch=1&resourceVersion=1`
+const raw = Effect.gen(function*() {
+  const client = yield* HttpClient.HttpClient
+  for (let i = 0; i < N; i++) {
+    const response = yield* client.execute(HttpClientRequest.get(url + path))
+    yield* Stream.runDrain(response.stream)
+  }
+}).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici))
+
+const viaClient = Effect.gen(function*() {
+  const client = yield* KubeClient.KubeClient
+  for (let i = 0; i < N; i++) {
+    yield* Stream.runDrain(client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "1", allowWatchBookmarks: true, timeoutSeconds: 240 }))
+  }
+}).pipe(Effect.provide(clientLayer))
+
+const viaWatch = Effect.gen(function*() {
+  const watch = yield* SandboxWatch.SandboxWatch
+  yield* watch.synced
+  const start = watches
+  while (watches - start < N) yield* Effect.sleep("5 millis")
+}).pipe(Effect.provide(SandboxWatch.layer({ namespace: "ns" }).pipe(Layer.provide(clientLayer))))
+
+for (let round = 0; round < 3; round++) {
+  await measure("raw", () => Effect.runPromise(Effect.orDie(raw)))
+  await measure("client", () => Effect.runPromise(Effect.orDie(viaClient)))
+  await measure("watch", () => Effect.runPromise(viaWatch))
+}
+server.close()
