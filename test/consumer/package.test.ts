@@ -60,14 +60,14 @@ const manifest = JSON.parse(Fs.readFileSync(Path.join(repo, "package.json"), "ut
 const pinned = (name: string): string => manifest.devDependencies[name]
 /** The consumer's effect: another patch of the minor this project pins. */
 const consumerEffect = (() => {
-  const [major, minor, patch] = pinned("effect").split(".").map(Number)
+  const [major, minor, patch = 0] = pinned("effect").split(".").map(Number)
   return `${major}.${minor}.${patch > 0 ? patch - 1 : patch + 1}`
 })()
 
 describe("the packed package, installed and used as a consumer does", () => {
   it("packs, installs beside the consumer's own effect, type-checks with plain NodeNext, runs the README example and the bin", async () => {
     const packed = await succeeded("npm pack", run("npm", ["pack", "--pack-destination", work, "--json"], repo))
-    const [{ filename, files }] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>
+    const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: Array<{ path: string }> }]
     const shipped = files.map((f) => f.path)
     expect(shipped).toContain("dist/index.js")
     expect(shipped).toContain("dist/index.d.ts")
