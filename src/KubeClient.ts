@@ -14,8 +14,8 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 // Agent type matches `makeUndici` and no undeclared dependency is imported.
 import { Agent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
-import { Clock, Context, Effect, Either, Layer, Option, ParseResult, Redacted, type Schema, Stream } from "effect"
-import { bodyBroke, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
+import { Clock, Context, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, type Schema, Stream } from "effect"
+import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
@@ -128,7 +128,31 @@ export interface KubeClientOptions {
    * `KubeLineTooLongError` instead of being buffered. Default `DefaultMaxLineBytes` (16 MiB).
    */
   readonly maxLineBytes?: number
+  /**
+   * How long any request may wait for the answer's status and headers (a watch's included) before
+   * it is abandoned with a `KubeTransportError`. Default `DefaultHeadersTimeout` (30 s).
+   */
+  readonly headersTimeout?: Duration.DurationInput
+  /**
+   * How long the body of an answer that is not a watch (a list page, a get, a write, an error's
+   * Status) may take to arrive whole. A watch's body is open-ended: its silence is the watcher's
+   * to judge. Default `DefaultBodyTimeout` (60 s).
+   */
+  readonly bodyTimeout?: Duration.DurationInput
 }
+
+/**
+ * 30 s for the headers: an apiserver answers a list's first page or a watch's headers in
+ * milliseconds; the platform's own client would wait an hour.
+ */
+export const DefaultHeadersTimeout: Duration.Duration = Duration.seconds(30)
+
+/**
+ * 60 s for a whole body: the platform's client has no body deadline at all, so a list whose body
+ * stalls (an apiserver shutting down mid-list, a half-dead proxy) would hang the watch for ever. A
+ * page of 500 Sandboxes is ~1.5 MB.
+ */
+export const DefaultBodyTimeout: Duration.Duration = Duration.seconds(60)
 
 /** 16 MiB: far above what etcd lets an object be (1.5 MiB by default), envelope and all. */
 export const DefaultMaxLineBytes = 16 * 1024 * 1024
@@ -389,12 +413,22 @@ interface Sent {
 }
 
 /** The service over a connection and an HTTP client (the client's lifetime is the caller's). */
+interface Limits {
+  readonly maxLineBytes: number
+  readonly headersTimeout: Duration.Duration
+  readonly bodyTimeout: Duration.Duration
+}
+
 const makeService = (
   connection: ClusterConnection,
   http: { readonly execute: (request: HttpClientRequest.HttpClientRequest) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> },
-  maxLineBytes: number
+  { bodyTimeout, headersTimeout, maxLineBytes }: Limits
 ): KubeClientService => {
   const server = connection.server
+  // Interrupting the platform's request or body read aborts the request, so a deadline frees the
+  // connection as well as the caller.
+  const headersDeadline = Duration.format(headersTimeout)
+  const bodyDeadline = Duration.format(bodyTimeout)
 
   /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
   const send = (
@@ -425,6 +459,10 @@ const makeService = (
           Effect.mapError((error) =>
             requestFailed({ method, path, server, cause: error.cause ?? error.reason, secret })
           ),
+          Effect.timeoutFail({
+            duration: headersTimeout,
+            onTimeout: () => deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
+          }),
           Effect.flatMap((response) =>
             response.status >= 200 && response.status < 300
               ? Effect.succeed<Sent>({ response, secret })
@@ -441,8 +479,8 @@ const makeService = (
     secret: string | undefined
   ): Effect.Effect<never, KubeClientError> =>
     Effect.gen(function*() {
-      // A body that breaks off still leaves the status code to speak.
-      const body = yield* Effect.orElseSucceed(response.text, () => "")
+      // A body that breaks off or stalls still leaves the status code to speak.
+      const body = yield* Effect.orElseSucceed(Effect.timeout(response.text, bodyTimeout), () => "")
       const nowMillis = yield* Clock.currentTimeMillis
       const error = statusError({
         method,
@@ -462,6 +500,11 @@ const makeService = (
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
     Effect.mapError(sent.response.text, (error) =>
       bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+    ).pipe(
+      Effect.timeoutFail({
+        duration: bodyTimeout,
+        onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+      })
     )
 
   /** A write or a get: JSON (or nothing) back. */
@@ -622,7 +665,11 @@ export const make = (
     }
     const connection = yield* KubeConfig
     const agent = yield* makeAgent(connection.tls)
-    return makeService(connection, NodeHttpClient.makeUndici(agent), maxLineBytes)
+    return makeService(connection, NodeHttpClient.makeUndici(agent), {
+      maxLineBytes,
+      headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
+      bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout)
+    })
   })
 
 /** `layer` with options (`maxLineBytes`). @since 0.1.0 */

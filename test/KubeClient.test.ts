@@ -17,6 +17,7 @@ import * as KubeConfig from "../src/KubeConfig.ts"
 import * as KubeError from "../src/KubeError.ts"
 import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
+import { eventually } from "./support/waiting.ts"
 
 const Token = "s3cr3t-token-0123456789abcdef"
 const Collection = "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes"
@@ -125,6 +126,16 @@ const decoded = (name: string, resourceVersion: string, phase = "Ready") => ({
 })
 
 const line = (event: unknown) => `${JSON.stringify(event)}\n`
+
+/** Waits (real I/O, no test time passing) until a TestClock sleep of `millis` from now is pending. */
+const pendingSleep = (millis: number) =>
+  eventually(
+    Effect.gen(function*() {
+      const now = yield* TestClock.currentTimeMillis
+      return Chunk.toArray(yield* TestClock.sleeps()).some((at) => at - now === millis)
+    }),
+    (found) => found
+  )
 
 const clientFor = (server: string, options?: KubeClient.KubeClientOptions) =>
   KubeClient.make(options).pipe(Effect.provide(KubeConfig.layerStatic({ server, token: Token })))
@@ -714,6 +725,49 @@ describe("KubeClient.watch", () => {
       expect(error._tag).toBe("KubeTransportError")
       expect(error.message).toMatch(new RegExp(`^the answer to GET ${Collection}\\?watch=1 from ${fx.url} broke off mid-body: `))
       expect(yield* Queue.size(queue)).toBe(0)
+    }))
+
+  it.scoped("every request has a deadline: no headers within headersTimeout abandons it with a transport error", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture(() => undefined) // reads the request, never answers
+      const client = yield* clientFor(fx.url, { headersTimeout: "20 seconds" })
+      const fiber = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      yield* pendingSleep(20_000)
+      yield* TestClock.adjust("20 seconds")
+      const error = yield* Fiber.join(fiber)
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toContain("got no answer within 20s")
+      expect(error.message).toContain("headersTimeout")
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
+  it.scoped("bug 2: a list whose body stalls fails after bodyTimeout, and the request is abandoned", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(`{"kind":"SandboxList","metadata":{"resourceVersion":"5"},"items":[`) // and never ends
+      })
+      const client = yield* clientFor(fx.url)
+      const fiber = yield* Effect.fork(Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns" })))
+      yield* pendingSleep(Duration.toMillis(KubeClient.DefaultBodyTimeout))
+      yield* TestClock.adjust(KubeClient.DefaultBodyTimeout)
+      const error = yield* Fiber.join(fiber)
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error.message).toContain("did not arrive whole within 1m")
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
+  it.scoped("a watch's body has no such deadline: its silence is the watcher's to judge", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1")) // and never ends
+      })
+      const { fiber, queue } = yield* watchIntoQueue(fx.url)
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
+      yield* TestClock.adjust("1 hour")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
     }))
 
   it.scoped("interrupting the consumer aborts the request: the server sees the connection close", () =>

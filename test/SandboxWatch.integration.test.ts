@@ -47,7 +47,9 @@ const record = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
 const provideCluster = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.provide(
     effect,
-    KubeClient.layer.pipe(
+    // The request deadlines are set past the pauses these tests measure (TestClock lists them as
+    // sleeps); test/KubeClient.test.ts tests the deadlines themselves.
+    KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(
       Layer.provideMerge(SimulatedApiServer.layerWithKubeConfig({ resource: SandboxResource, namespace: "ns", historySize: 20, bookmarkInterval: "1 hour" }))
     )
   )

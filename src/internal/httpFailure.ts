@@ -221,3 +221,26 @@ export const requestFailed = (options: TransportFailure): KubeTransportError =>
 /** The answer started but its body broke off: the connection was reset or closed mid-body. */
 export const bodyBroke = (options: TransportFailure): KubeTransportError =>
   transportError(options, `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body`)
+
+/**
+ * A deadline passed: the server took longer than `limit` to answer (`part` "headers") or to send
+ * the whole body (`part` "body"). The request is aborted; what follows is the caller's retry.
+ */
+export const deadlinePassed = (
+  options: Omit<TransportFailure, "cause">,
+  part: "headers" | "body",
+  limit: string
+): KubeTransportError =>
+  new KubeTransportError({
+    method: options.method,
+    path: options.path,
+    message: scrub(
+      part === "headers"
+        ? `${options.method} ${options.path} to ${options.server} got no answer within ${limit}; the request was ` +
+          `abandoned (a stalled apiserver or proxy; raise KubeClientOptions.headersTimeout if it is only slow)`
+        : `the answer to ${options.method} ${options.path} from ${options.server} did not arrive whole within ${limit}; ` +
+          `the request was abandoned (a stalled body; raise KubeClientOptions.bodyTimeout if it is only slow)`,
+      options.secret
+    )
+  })
+
