@@ -4,8 +4,9 @@
  * TestClock's; only the sockets are real.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Ref, Stream, TestClock } from "effect"
 import * as KubeClient from "../src/KubeClient.ts"
+import * as KubeConfig from "../src/KubeConfig.ts"
 import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
@@ -219,4 +220,46 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
       })
     ))
+  it.scoped("9. a 401 makes the client read its credentials afresh: the watch resumes with the rotated token", () =>
+    Effect.gen(function*() {
+      const server = Context.get(
+        yield* Layer.build(SimulatedApiServer.layer({ resource: SandboxResource, namespace: "ns", token: "token-generation-0" })),
+        SimulatedApiServer.SimulatedApiServer
+      )
+      // A credential source like a rotated token file: each invalidation reads the next generation.
+      const generation = yield* Ref.make(0)
+      const connection = Layer.succeed(KubeConfig.KubeConfig, {
+        server: server.url,
+        namespace: Option.some("ns"),
+        tls: {
+          ca: Option.none(),
+          clientCertificate: Option.none(),
+          clientKey: Option.none(),
+          insecureSkipTlsVerify: false,
+          serverName: Option.none()
+        },
+        authorization: Effect.map(Ref.get(generation), (n) => Option.some(Redacted.make(`Bearer token-generation-${n}`))),
+        invalidate: Ref.update(generation, (n) => n + 1),
+        source: "test"
+      })
+      yield* server.create(sandboxObject("s1"))
+      const client = yield* Layer.build(
+        KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(Layer.provide(connection))
+      )
+      const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false }).pipe(Effect.provide(client))
+      const s1 = yield* record(watch.changes("s1"))
+      yield* s1.awaitTold(1)
+      yield* server.awaitOpenWatches(1)
+      // The server rotates the token; the open watch ends, and the resume meets a 401.
+      yield* server.setToken("token-generation-1")
+      yield* server.closeWatches
+      yield* passNextPause() // the closed watch had said nothing: one floor
+      yield* server.awaitRequests(3) // list, watch, the resume that got the 401
+      expect(yield* Ref.get(generation)).toBe(1)
+      yield* passNextPause() // the 401's back-off
+      yield* server.awaitOpenWatches(1)
+      yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+      expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+      expect((yield* watch.health).relists).toBe(0)
+    }))
 })

@@ -372,7 +372,7 @@ describe("SandboxWatch", () => {
       expect(forbidden[1]).toContain("in 1s")
     }))
 
-  it.scoped("9. 401 backs off and asks again (the client reads credentials afresh)", () =>
+  it.scoped("9. 401 backs off and resumes from the same resourceVersion (that credentials are read afresh is the integration test's)", () =>
     Effect.gen(function*() {
       const { kube } = yield* start()
       yield* kube.respondList(fullList("10"))
