@@ -17,6 +17,7 @@ import * as KubeConfig from "../src/KubeConfig.ts"
 import * as KubeError from "../src/KubeError.ts"
 import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
+import { rotatingTokenConnection } from "./support/rotatingToken.ts"
 import { eventually } from "./support/waiting.ts"
 
 const Token = "s3cr3t-token-0123456789abcdef"
@@ -354,20 +355,7 @@ describe("KubeClient failures", () => {
           ? sendJson(res, 401, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "Unauthorized", reason: "Unauthorized", code: 401 })
           : sendJson(res, 200, { metadata: { resourceVersion: "1" }, items: [] })
       )
-      const connection = Layer.succeed(KubeConfig.KubeConfig, {
-        server: fx.url,
-        namespace: Option.none(),
-        tls: {
-          ca: Option.none(),
-          clientCertificate: Option.none(),
-          clientKey: Option.none(),
-          insecureSkipTlsVerify: false,
-          serverName: Option.none()
-        },
-        authorization: Effect.map(Ref.get(invalidations), (n) => Option.some(Redacted.make(`Bearer token-generation-${n}`))),
-        invalidate: Ref.update(invalidations, (n) => n + 1),
-        source: "test"
-      })
+      const connection = Layer.succeed(KubeConfig.KubeConfig, rotatingTokenConnection(fx.url, invalidations))
       const client = yield* KubeClient.make().pipe(Effect.provide(connection))
       const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(KubeError.isUnauthorized(error)).toBe(true)

@@ -4,12 +4,13 @@
  * TestClock's; only the sockets are real.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Redacted, Ref, Stream, TestClock } from "effect"
+import { Context, Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
+import { rotatingTokenConnection } from "./support/rotatingToken.ts"
 import { eventually, passNextPause } from "./support/waiting.ts"
 
 const sandboxObject = (name: string, phase = "Pending", labels: Record<string, string> = { "jr2.dev/run": "r1" }) => ({
@@ -228,20 +229,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
       )
       // A credential source like a rotated token file: each invalidation reads the next generation.
       const generation = yield* Ref.make(0)
-      const connection = Layer.succeed(KubeConfig.KubeConfig, {
-        server: server.url,
-        namespace: Option.some("ns"),
-        tls: {
-          ca: Option.none(),
-          clientCertificate: Option.none(),
-          clientKey: Option.none(),
-          insecureSkipTlsVerify: false,
-          serverName: Option.none()
-        },
-        authorization: Effect.map(Ref.get(generation), (n) => Option.some(Redacted.make(`Bearer token-generation-${n}`))),
-        invalidate: Ref.update(generation, (n) => n + 1),
-        source: "test"
-      })
+      const connection = Layer.succeed(KubeConfig.KubeConfig, rotatingTokenConnection(server.url, generation))
       yield* server.create(sandboxObject("s1"))
       const client = yield* Layer.build(
         KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(Layer.provide(connection))

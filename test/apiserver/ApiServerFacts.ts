@@ -10,7 +10,7 @@ import { inject } from "vitest"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 import { KubeConfig } from "../../src/KubeConfig.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
-import { LIMITED_USER, verifiedConnection } from "./RealApiServer.ts"
+import { jsonOrText, LIMITED_USER, verifiedConnection } from "./RealApiServer.ts"
 
 /** What the suite's tests get: the server's facts and how to ask `globalSetup` for a restart. */
 export interface SuiteFacts extends ApiServerFacts {
@@ -85,14 +85,7 @@ export const request = (
       headers,
       ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
     })
-    const text = await response.text()
-    let json: unknown = text
-    try {
-      json = JSON.parse(text)
-    } catch {
-      // not JSON: kept as text
-    }
-    return { status: response.status, json }
+    return jsonOrText(response)
   })
 
 /** What a watch reader returns for each step: a parsed line, the end of the body, or a broken body. */

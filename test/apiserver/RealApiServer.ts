@@ -280,14 +280,17 @@ const makeApi = (url: string, agent: Agent, token: string): Api => async (method
     headers: { authorization: `Bearer ${token}`, accept: "application/json", "content-type": "application/json" },
     ...(body === undefined ? {} : { body: JSON.stringify(body) })
   })
+  return jsonOrText(response)
+}
+
+/** An answer's status and body: parsed JSON, or the text as it was (`ok` from /readyz, an HTML page). */
+export const jsonOrText = async (response: Response): Promise<{ readonly status: number; readonly json: any }> => {
   const text = await response.text()
-  let json: unknown = text
   try {
-    json = JSON.parse(text)
+    return { status: response.status, json: JSON.parse(text) }
   } catch {
-    // plain text (`ok` from /readyz)
+    return { status: response.status, json: text }
   }
-  return { status: response.status, json }
 }
 
 const mustCreate = async (api: Api, urlPath: string, body: unknown) => {

@@ -25,8 +25,8 @@ import {
   recordAll,
   recordChanges,
   sandboxBody,
-  truthOf,
-  versionOf
+  seedPending,
+  truthOf
 } from "./watchSupport.ts"
 
 const facts = Facts.load()
@@ -44,12 +44,7 @@ const CatchUp = "7 seconds"
 const scenario = (run: string, names: ReadonlyArray<string>, watched: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const admin = yield* clientOn(Facts.connection(facts))
-    const setPhase = (name: string, phase: string) =>
-      Effect.map(admin.mergePatch(SandboxResource, ns, name, { status: { phase } }, { subresource: "status" }), versionOf)
-    for (const name of names) {
-      yield* admin.create(SandboxResource, ns, sandboxBody(ns, name, run))
-      yield* setPhase(name, "Pending")
-    }
+    const setPhase = yield* seedPending(admin, ns, run, names)
     const proxy = yield* FaultProxy.make({ targetPort: facts.port })
     const wire = yield* probe(yield* clientOn(Facts.connection(facts, { server: proxy.url("https") })))
     const watch = yield* SandboxWatch.make({

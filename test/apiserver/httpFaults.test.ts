@@ -18,7 +18,7 @@ import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import * as HttpFaultProxy from "./HttpFaultProxy.ts"
 import type { Recorder } from "./watchSupport.ts"
-import { backwards, clientOn, disagreements, falselyGone, poll, recordAll, recordChanges, sandboxBody, truthOf, versionOf } from "./watchSupport.ts"
+import { backwards, clientOn, disagreements, falselyGone, poll, recordAll, recordChanges, seedPending, truthOf } from "./watchSupport.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
@@ -30,12 +30,7 @@ const BodyTimeout = "2 seconds"
 const scenario = (run: string, names: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const admin = yield* clientOn(Facts.connection(facts))
-    const setPhase = (name: string, phase: string) =>
-      Effect.map(admin.mergePatch(SandboxResource, ns, name, { status: { phase } }, { subresource: "status" }), versionOf)
-    for (const name of names) {
-      yield* admin.create(SandboxResource, ns, sandboxBody(ns, name, run))
-      yield* setPhase(name, "Pending")
-    }
+    const setPhase = yield* seedPending(admin, ns, run, names)
     const proxy = yield* HttpFaultProxy.make(facts)
     const client = yield* Layer.build(
       KubeClient.layerWith({ bodyTimeout: BodyTimeout }).pipe(

@@ -56,6 +56,21 @@ export const switchableToken = (facts: ApiServerFacts, options: { readonly serve
   }
 }
 
+/**
+ * Creates `names` labelled `run`, each then written `Pending` (a create ignores status); returns
+ * the setter of a name's phase, which answers with the write's resourceVersion.
+ */
+export const seedPending = (admin: KubeClient.KubeClientService, namespace: string, run: string, names: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const setPhase = (name: string, phase: string) =>
+      Effect.map(admin.mergePatch(SandboxResource, namespace, name, { status: { phase } }, { subresource: "status" }), versionOf)
+    for (const name of names) {
+      yield* admin.create(SandboxResource, namespace, sandboxBody(namespace, name, run))
+      yield* setPhase(name, "Pending")
+    }
+    return setPhase
+  })
+
 /** The objects of `run`, as a fresh quorum list decodes them: the server's truth, by name. */
 export const truthOf = (client: KubeClient.KubeClientService, namespace: string, run: string) =>
   Effect.map(
