@@ -11,6 +11,7 @@
  */
 import { Context, Data, Duration, Effect, Layer, Option, Stream } from "effect"
 import type { RepoStatus, Sandbox } from "./Sandbox.ts"
+import { isOlder } from "./internal/resourceVersion.ts"
 import * as Evidence from "./SandboxEvidence.ts"
 import { SandboxWatch } from "./SandboxWatch.ts"
 import type { SandboxWatchService } from "./SandboxWatch.ts"
@@ -127,6 +128,18 @@ export interface WaitOptions {
   readonly timeout: Duration.DurationInput
 }
 
+/** Options of `awaitReady`. */
+export interface ReadyOptions extends WaitOptions {
+  /**
+   * The resourceVersion the create of this Sandbox answered with. With it, a Sandbox never seen
+   * fails the wait as `SandboxGone` (not "not yet") when the watch has heard the cluster at or past
+   * that point without it — checked when the wait begins and on each change of the name: it was
+   * deleted, or never matched the selector. Without it, a Sandbox never seen is waited for until
+   * the timeout.
+   */
+  readonly createdAt?: string
+}
+
 /** @since 0.1.0 */
 export interface OrchestratorService {
   /**
@@ -136,7 +149,7 @@ export interface OrchestratorService {
    */
   readonly awaitReady: (
     name: string,
-    options: WaitOptions
+    options: ReadyOptions
   ) => Effect.Effect<Sandbox, SandboxLost | SandboxGone | SandboxNotReady>
   /**
    * Succeeds with the repo's status entry once `fetched` is `asked`. Fails when the node cache
@@ -192,6 +205,13 @@ const waitOn = <A, E, E2>(
     return yield* onTimeout({ synced: health.synced || Option.isSome(last), last, seen })
   })
 
+/**
+ * The watch has heard the cluster at or past `createdAt`. Where the order cannot be told (not
+ * decimal resourceVersions), the answer is no: unknown is never loss.
+ */
+const heardPast = (heard: Option.Option<string>, createdAt: string): boolean =>
+  Option.isSome(heard) && (heard.value === createdAt || isOlder(createdAt, heard.value))
+
 /** Build the service over a watch. */
 export const make = (watch: SandboxWatchService): OrchestratorService => {
   const lostError = (name: string, sandbox: Sandbox) => {
@@ -206,11 +226,17 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
       options.timeout,
       (change, seenBefore): Effect.Effect<Option.Option<Sandbox>, SandboxLost | SandboxGone> =>
         Option.match(change, {
-          // Not there yet is not gone: the watch may not have heard of a Sandbox just created.
+          // Not there yet is not gone: the watch may not have heard of a Sandbox just created,
+          // unless it has heard the cluster at or past the create and the Sandbox is not in it.
           onNone: () =>
             Option.isSome(seenBefore)
               ? Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: seenBefore }))
-              : Effect.succeed(Option.none()),
+              : options.createdAt === undefined
+              ? Effect.succeed(Option.none())
+              : Effect.flatMap(watch.health, (health) =>
+                heardPast(health.resourceVersion, options.createdAt!)
+                  ? Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: Option.none() }))
+                  : Effect.succeed(Option.none())),
           onSome: (sandbox) =>
             Evidence.isReady(sandbox)
               ? Effect.succeed(Option.some(sandbox))
@@ -261,6 +287,13 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
 
   const continuity: OrchestratorService["continuity"] = (name) =>
     watch.changes(name).pipe(
+      // A slow reader skips to the latest state, so a delete and a re-create under the same name
+      // can arrive as one change: a new uid means the Sandbox this stream was about is gone.
+      Stream.mapAccum(Option.none<string>(), (uid, change) => {
+        const next = Option.flatMap(change, (s) => Option.fromNullable(s.metadata.uid))
+        const replaced = Option.isSome(uid) && Option.isSome(next) && uid.value !== next.value
+        return [Option.orElse(uid, () => next), replaced ? Option.none<Sandbox>() : change] as const
+      }),
       Stream.map(
         Option.match({
           onNone: () => Verdict.Gone(),

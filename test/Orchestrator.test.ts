@@ -300,9 +300,14 @@ describe("Orchestrator.awaitRepoFetched", () => {
       const fiber = yield* Effect.fork(o.awaitRepoFetched("s1", "main", "abc", { timeout: "1 minute" }))
       yield* untilWaiting("s1")
       yield* TestClock.adjust("5 seconds")
+      // The wait is registered and still running before the delete...
+      expect(fiber.unsafePoll()).toBeNull()
       yield* fake.remove("s1")
       const error = failure(yield* Fiber.await(fiber))
       expect(error._tag).toBe("SandboxGone")
+      // ...and had seen the Sandbox with its repo entry: it heard the delete, not an absence.
+      expect(error._tag === "SandboxGone" ? Option.map(error.lastSeen, (s) => s.status?.repos?.find((r) => r.key === "main")?.asked) : Option.none())
+        .toEqual(Option.some("abc"))
       expect(yield* TestClock.currentTimeMillis).toBe(5000)
     })))
 

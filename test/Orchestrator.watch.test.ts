@@ -1,0 +1,119 @@
+/**
+ * The Orchestrator's waits through the real `SandboxWatch` (not the fake), fed by
+ * `ScriptedKubeClient`: what a dropped watch, a re-list, an undecodable object or a slow reader do
+ * to a wait. Time is TestClock's.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Exit, Fiber, Ref, Stream, TestClock } from "effect"
+import * as Orchestrator from "../src/Orchestrator.ts"
+import type { Sandbox } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import type { UndecodableEvent } from "../src/WatchEvent.ts"
+import { bookmark, deleted, errorEvent, fullList, makeScriptedKubeClient, modified, sandbox, transportError } from "./support/ScriptedKubeClient.ts"
+
+const start = Effect.gen(function*() {
+  const kube = yield* makeScriptedKubeClient
+  const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false }).pipe(Effect.provide(kube.layer))
+  return { kube, watch, orchestrator: Orchestrator.make(watch) }
+})
+
+/** Let every ready fiber run (no time passes). */
+const settle = Effect.repeatN(Effect.yieldNow(), 50)
+
+const withRepo = (name: string, resourceVersion: string, repo: { asked: string; fetched?: string }) =>
+  sandbox(name, resourceVersion, "Ready", { status: { phase: "Ready", repos: [{ key: "main", ...repo }] } })
+
+const withUid = (s: Sandbox, uid: string): Sandbox => ({ ...s, metadata: { ...s.metadata, uid } })
+
+const undecodable = (name: string, resourceVersion: string): UndecodableEvent => ({
+  type: "UNDECODABLE",
+  eventType: "ADDED",
+  name,
+  resourceVersion,
+  problem: "status.phase: expected string, got 42"
+})
+
+describe("Orchestrator through the real watch", () => {
+  it.scoped("awaitReady rides through a dropped watch and a re-list, and succeeds when the re-list says Ready", () =>
+    Effect.gen(function*() {
+      const { kube, orchestrator } = yield* start
+      yield* kube.respondList(fullList("10", sandbox("a", "5", "Pending")))
+      const ready = yield* Effect.fork(orchestrator.awaitReady("a", { timeout: "5 minutes" }))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(transportError())
+      yield* TestClock.adjust("1 second")
+      const w2 = yield* kube.nextWatch
+      yield* w2.emit(errorEvent(410, "Expired", "too old resource version"))
+      yield* TestClock.adjust("1 second")
+      yield* settle
+      expect(ready.unsafePoll()).toBeNull()
+      // The re-list is the first word on "a" since the drop: Ready.
+      yield* kube.respondList(fullList("30", sandbox("a", "25", "Ready")))
+      const got = yield* Fiber.join(ready)
+      expect(got.metadata.resourceVersion).toBe("25")
+    }))
+
+  it.scoped("a Sandbox the first list holds undecodable is neither ready nor gone: the waits wait, continuity says nothing", () =>
+    Effect.gen(function*() {
+      const { kube, orchestrator } = yield* start
+      const fetch = yield* Effect.fork(orchestrator.awaitRepoFetched("b", "main", "abc", { timeout: "5 minutes" }))
+      const ready = yield* Effect.fork(orchestrator.awaitReady("b", { timeout: "5 minutes" }))
+      const verdicts = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* Effect.forkScoped(Stream.runForEach(orchestrator.continuity("b"), (v) => Ref.update(verdicts, (all) => [...all, v._tag])))
+      yield* kube.respondList(Either.right({ items: [], undecodable: [undecodable("b", "7")], resourceVersion: "10", pages: 1, restarts: 0 }))
+      const w = yield* kube.nextWatch
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      expect(fetch.unsafePoll()).toBeNull()
+      expect(ready.unsafePoll()).toBeNull()
+      expect(yield* Ref.get(verdicts)).toEqual([])
+      // Its next state decodes: everyone hears it.
+      yield* w.emit(modified(withRepo("b", "12", { asked: "abc", fetched: "abc" })))
+      expect((yield* Fiber.join(fetch)).fetched).toBe("abc")
+      expect((yield* Fiber.join(ready)).metadata.resourceVersion).toBe("12")
+      yield* settle
+      expect(yield* Ref.get(verdicts)).toEqual(["Alive"])
+    }))
+
+  it.scoped("continuity with a slow reader: a delete and a re-create under the same name is the old Sandbox gone", () =>
+    Effect.gen(function*() {
+      const { kube, orchestrator } = yield* start
+      yield* kube.respondList(fullList("10", withUid(sandbox("a", "5", "Ready"), "uid-1")))
+      const gate = yield* Deferred.make<void>()
+      const verdicts = yield* Ref.make<ReadonlyArray<string>>([])
+      // A reader that takes its time over each verdict: it is busy while the cluster moves on.
+      const reader = yield* Effect.forkScoped(Stream.runForEach(orchestrator.continuity("a"), (v) =>
+        Effect.zipRight(Ref.update(verdicts, (all) => [...all, v._tag]), Deferred.await(gate))))
+      const w = yield* kube.nextWatch
+      yield* settle
+      expect(yield* Ref.get(verdicts)).toEqual(["Alive"])
+      // While the reader is busy, "a" is deleted and created again: a new Sandbox, a new uid.
+      yield* w.emit(deleted(withUid(sandbox("a", "20", "Ready"), "uid-1")))
+      yield* w.emit(modified(withUid(sandbox("a", "21", "Pending"), "uid-2")))
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(reader)
+      expect(yield* Ref.get(verdicts)).toEqual(["Alive", "Gone"])
+    }))
+
+  it.scoped("awaitReady with the create's resourceVersion: never seen, and the watch past it, is gone, not 'not yet'", () =>
+    Effect.gen(function*() {
+      const { kube, orchestrator } = yield* start
+      yield* kube.respondList(fullList("10"))
+      const w = yield* kube.nextWatch
+      // Created at 12 and the watch is not there yet: waiting is right.
+      const early = yield* Effect.fork(orchestrator.awaitReady("c", { timeout: "5 minutes", createdAt: "12" }))
+      yield* settle
+      expect(early.unsafePoll()).toBeNull()
+      yield* w.emit(bookmark("15"))
+      yield* settle
+      // A wait that starts once the watch has heard past the create, with no such Sandbox, fails.
+      const late = yield* Effect.exit(orchestrator.awaitReady("c", { timeout: "5 minutes", createdAt: "12" }))
+      expect(Exit.isFailure(late) && late.cause._tag === "Fail" ? late.cause.error._tag : "no failure").toBe("SandboxGone")
+      // Without the option a Sandbox never seen is only "not yet".
+      const plain = yield* Effect.fork(orchestrator.awaitReady("c", { timeout: "5 minutes" }))
+      yield* settle
+      expect(plain.unsafePoll()).toBeNull()
+      yield* Fiber.interrupt(early)
+      yield* Fiber.interrupt(plain)
+    }))
+})
