@@ -71,22 +71,55 @@ const main = async () => {
   const subscriptionRef = await Effect.runPromise(SubscriptionRef.make(0))
   await measure("  SubscriptionRef.modify", run(SubscriptionRef.modify(subscriptionRef, (n) => [n, n + 1] as const)))
   const semaphore = await Effect.runPromise(Effect.makeSemaphore(1))
-  await measure("  Semaphore.withPermits(1)(Ref.modify)", run(semaphore.withPermits(1)(Ref.modify(ref, (n) => [n, n + 1] as const))))
+  await measure(
+    "  Semaphore.withPermits(1)(Ref.modify)",
+    run(semaphore.withPermits(1)(Ref.modify(ref, (n) => [n, n + 1] as const)))
+  )
   const pubsub = await Effect.runPromise(PubSub.unbounded<number>())
   await measure("  PubSub.publish, nobody subscribed", run(PubSub.publish(pubsub, 1)))
 
   console.log("one chunk through a long-lived consumer:")
-  await consumer("  plain loop: Effect.forever(pull, then a sync step)", (pull, on) => Effect.forever(Effect.flatMap(pull, () => Effect.sync(on))))
-  await consumer("  Stream.repeatEffectChunk | runForEachChunk", (pull, on) => Stream.runForEachChunk(Stream.repeatEffectChunk(pull), () => Effect.sync(on)))
-  await consumer("  ... consumed through Stream.toPull instead", (pull, on) =>
-    Effect.scoped(Effect.flatMap(Stream.toPull(Stream.repeatEffectChunk(pull)), (next) => Effect.forever(Effect.flatMap(next, () => Effect.sync(on))))).pipe(
-      Effect.ignore
-    ))
-  await consumer("  ... + Stream.mapError", (pull, on) => Stream.runForEachChunk(Stream.repeatEffectChunk(pull).pipe(Stream.mapError((e) => e)), () => Effect.sync(on)))
-  await consumer("  ... + a pass-through channel stage", (pull, on) =>
-    Stream.runForEachChunk(Stream.pipeThroughChannel(Stream.repeatEffectChunk(pull), passThrough<number>()), () => Effect.sync(on)))
-  await consumer("  ... + Stream.unwrapScoped", (pull, on) => Stream.runForEachChunk(Stream.unwrapScoped(Effect.succeed(Stream.repeatEffectChunk(pull))), () => Effect.sync(on)))
-  await consumer("  ... + Stream.withSpan", (pull, on) => Stream.runForEachChunk(Stream.repeatEffectChunk(pull).pipe(Stream.withSpan("chunk")), () => Effect.sync(on)))
+  await consumer(
+    "  plain loop: Effect.forever(pull, then a sync step)",
+    (pull, on) => Effect.forever(Effect.flatMap(pull, () => Effect.sync(on)))
+  )
+  await consumer(
+    "  Stream.repeatEffectChunk | runForEachChunk",
+    (pull, on) => Stream.runForEachChunk(Stream.repeatEffectChunk(pull), () => Effect.sync(on))
+  )
+  await consumer(
+    "  ... consumed through Stream.toPull instead",
+    (pull, on) =>
+      Effect.scoped(
+        Effect.flatMap(Stream.toPull(Stream.repeatEffectChunk(pull)), (next) =>
+          Effect.forever(Effect.flatMap(next, () => Effect.sync(on))))
+      ).pipe(
+        Effect.ignore
+      )
+  )
+  await consumer(
+    "  ... + Stream.mapError",
+    (pull, on) =>
+      Stream.runForEachChunk(Stream.repeatEffectChunk(pull).pipe(Stream.mapError((e) => e)), () => Effect.sync(on))
+  )
+  await consumer(
+    "  ... + a pass-through channel stage",
+    (pull, on) =>
+      Stream.runForEachChunk(
+        Stream.pipeThroughChannel(Stream.repeatEffectChunk(pull), passThrough<number>()),
+        () => Effect.sync(on)
+      )
+  )
+  await consumer(
+    "  ... + Stream.unwrapScoped",
+    (pull, on) =>
+      Stream.runForEachChunk(Stream.unwrapScoped(Effect.succeed(Stream.repeatEffectChunk(pull))), () => Effect.sync(on))
+  )
+  await consumer(
+    "  ... + Stream.withSpan",
+    (pull, on) =>
+      Stream.runForEachChunk(Stream.repeatEffectChunk(pull).pipe(Stream.withSpan("chunk")), () => Effect.sync(on))
+  )
 }
 
 void main()

@@ -31,7 +31,9 @@ const server = http.createServer((req, res) => {
     res.end(JSON.stringify({ type: "MODIFIED", object: object("a", ++rv) }) + "\n")
   } else {
     res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify({ kind: "SandboxList", metadata: { resourceVersion: String(rv) }, items: [object("a", rv)] }))
+    res.end(
+      JSON.stringify({ kind: "SandboxList", metadata: { resourceVersion: String(rv) }, items: [object("a", rv)] })
+    )
   }
 })
 await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
@@ -46,7 +48,11 @@ const measure = async (label: string, run: () => Promise<void>) => {
   await run()
   const c1 = process.cpuUsage(c0)
   const n = watches - w0
-  console.log(`${label.padEnd(8)} ${n} resumes: ${((c1.user + c1.system) / 1000 / n).toFixed(3)} ms CPU each, ${((performance.now() - t0) / n).toFixed(3)} ms wall`)
+  console.log(
+    `${label.padEnd(8)} ${n} resumes: ${((c1.user + c1.system) / 1000 / n).toFixed(3)} ms CPU each, ${
+      ((performance.now() - t0) / n).toFixed(3)
+    } ms wall`
+  )
 }
 
 const path = `/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes?watch=1&resourceVersion=1`
@@ -61,7 +67,14 @@ const raw = Effect.gen(function*() {
 const viaClient = Effect.gen(function*() {
   const client = yield* KubeClient.KubeClient
   for (let i = 0; i < N; i++) {
-    yield* Stream.runDrain(client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "1", allowWatchBookmarks: true, timeoutSeconds: 240 }))
+    yield* Stream.runDrain(
+      client.watch(SandboxResource, Sandbox, {
+        namespace: "ns",
+        resourceVersion: "1",
+        allowWatchBookmarks: true,
+        timeoutSeconds: 240
+      })
+    )
   }
 }).pipe(Effect.provide(clientLayer))
 

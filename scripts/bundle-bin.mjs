@@ -19,7 +19,8 @@ await build({
   external,
   // Bundled CommonJS dependencies call `require`; an ES module has none of its own.
   banner: {
-    js: "#!/usr/bin/env node\nimport { createRequire as __createRequire } from \"node:module\"\nconst require = __createRequire(import.meta.url)"
+    js:
+      "#!/usr/bin/env node\nimport { createRequire as __createRequire } from \"node:module\"\nconst require = __createRequire(import.meta.url)"
   },
   logLevel: "warning"
 })

@@ -5,16 +5,28 @@
  *
  * @since 0.1.0
  */
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 // The very `undici` that platform-node's client runs on (platform-node re-exports it), so the
 // Agent type matches `makeUndici` and no undeclared dependency is imported.
 import { Agent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
-import { Clock, Context, Duration, Effect, Either, Layer, Option, ParseResult, Redacted, type Schema, Stream } from "effect"
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  Option,
+  ParseResult,
+  Redacted,
+  type Schema,
+  Stream
+} from "effect"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
@@ -95,8 +107,16 @@ export interface KubeClientService {
     options?: WatchOptions
   ) => Stream.Stream<WatchEvent<A>, KubeClientError>
   /** Plain JSON writes, for tests, the demo operator and tooling. Bodies are not schema-checked. */
-  readonly get: (resource: KubeResource, namespace: string | undefined, name: string) => Effect.Effect<unknown, KubeClientError>
-  readonly create: (resource: KubeResource, namespace: string | undefined, body: unknown) => Effect.Effect<unknown, KubeClientError>
+  readonly get: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string
+  ) => Effect.Effect<unknown, KubeClientError>
+  readonly create: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    body: unknown
+  ) => Effect.Effect<unknown, KubeClientError>
   readonly replace: (
     resource: KubeResource,
     namespace: string | undefined,
@@ -111,7 +131,11 @@ export interface KubeClientService {
     patch: unknown,
     options?: { readonly subresource?: "status" }
   ) => Effect.Effect<unknown, KubeClientError>
-  readonly delete: (resource: KubeResource, namespace: string | undefined, name: string) => Effect.Effect<unknown, KubeClientError>
+  readonly delete: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string
+  ) => Effect.Effect<unknown, KubeClientError>
 }
 
 /** @since 0.1.0 */
@@ -334,7 +358,8 @@ const watchLines = <A extends HasMetadata>(
       new KubeLineTooLongError({
         path,
         limitBytes,
-        message: `the watch GET ${path} sent a line longer than ${limitBytes} bytes; it was refused rather than buffered (raise maxLineBytes if objects that large are expected)`
+        message:
+          `the watch GET ${path} sent a line longer than ${limitBytes} bytes; it was refused rather than buffered (raise maxLineBytes if objects that large are expected)`
       })
   }
 }
@@ -421,7 +446,11 @@ interface Limits {
 
 const makeService = (
   connection: ClusterConnection,
-  http: { readonly execute: (request: HttpClientRequest.HttpClientRequest) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError> },
+  http: {
+    readonly execute: (
+      request: HttpClientRequest.HttpClientRequest
+    ) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>
+  },
   { bodyTimeout, headersTimeout, maxLineBytes }: Limits
 ): KubeClientService => {
   const server = connection.server
@@ -463,10 +492,9 @@ const makeService = (
             duration: headersTimeout,
             onTimeout: () => deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
           }),
-          Effect.flatMap((response) =>
-            response.status >= 200 && response.status < 300
-              ? Effect.succeed<Sent>({ response, secret })
-              : failWithStatus(method, path, response, secret)
+          Effect.flatMap((response) => response.status >= 200 && response.status < 300
+            ? Effect.succeed<Sent>({ response, secret })
+            : failWithStatus(method, path, response, secret)
           )
         )
       }
@@ -498,8 +526,9 @@ const makeService = (
     })
 
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
-    Effect.mapError(sent.response.text, (error) =>
-      bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+    Effect.mapError(
+      sent.response.text,
+      (error) => bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
     ).pipe(
       Effect.timeoutFail({
         duration: bodyTimeout,
@@ -528,8 +557,7 @@ const makeService = (
                 message: `${method} ${path} answered 2xx with a body that is not JSON`,
                 excerpt: safeExcerpt(text, sent.secret)
               })
-          })
-        )
+          }))
       )
     )
 
@@ -539,8 +567,9 @@ const makeService = (
     options: ListOptions
   ): Effect.Effect<ListPage<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
-    return Effect.flatMap(send("GET", path), (sent) =>
-      Effect.flatMap(readText("GET", path, sent), (text) => toListPage(text, decode, path, sent.secret))
+    return Effect.flatMap(
+      send("GET", path),
+      (sent) => Effect.flatMap(readText("GET", path, sent), (text) => toListPage(text, decode, path, sent.secret))
     )
   }
 
@@ -559,7 +588,10 @@ const makeService = (
     options: Omit<ListOptions, "continue"> = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
     const decode = decoderFor(schema)
-    const attempt = (first: Omit<ListOptions, "continue">, restarts: number): Effect.Effect<FullList<A>, KubeClientError> =>
+    const attempt = (
+      first: Omit<ListOptions, "continue">,
+      restarts: number
+    ): Effect.Effect<FullList<A>, KubeClientError> =>
       Effect.gen(function*() {
         const items: Array<A> = []
         const bad: Array<UndecodableEvent> = []

@@ -119,8 +119,7 @@ const kubeconfigError = (file: string, problem: string): KubeConfigError =>
 const notFound = (looked: ReadonlyArray<string>): KubeConfigNotFound =>
   new KubeConfigNotFound({
     looked,
-    message:
-      `no Kubernetes configuration found; looked at: ${looked.join("; ")}. ` +
+    message: `no Kubernetes configuration found; looked at: ${looked.join("; ")}. ` +
       "Point KUBECONFIG or --kubeconfig at a kubeconfig, or run inside a pod with a service account."
   })
 
@@ -197,13 +196,20 @@ const merge = (loaded: ReadonlyArray<Loaded>): Either.Either<Merged, KubeConfigE
       add(file, "cluster", clusters, (config.clusters ?? []).map((e) => ({ name: e.name, value: e.cluster ?? {} }))),
       () =>
         Option.orElse(
-          add(file, "context", contexts, (config.contexts ?? []).map((e) => ({ name: e.name, value: e.context ?? {} }))),
+          add(
+            file,
+            "context",
+            contexts,
+            (config.contexts ?? []).map((e) => ({ name: e.name, value: e.context ?? {} }))
+          ),
           () => add(file, "user", users, (config.users ?? []).map((e) => ({ name: e.name, value: e.user ?? {} })))
         )
     )
     if (Option.isSome(problem)) return Either.left(problem.value)
     const current = config["current-context"]
-    if (Option.isNone(currentContext) && current !== undefined && current.length > 0) currentContext = Option.some(current)
+    if (Option.isNone(currentContext) && current !== undefined && current.length > 0) {
+      currentContext = Option.some(current)
+    }
   }
   return Either.right({ files: loaded.map((l) => l.file), currentContext, clusters, contexts, users })
 }
@@ -214,8 +220,7 @@ const isEmpty = (merged: Merged): boolean =>
   merged.contexts.size === 0 &&
   merged.users.size === 0
 
-const listNames = (map: ReadonlyMap<string, unknown>): string =>
-  map.size === 0 ? "none" : [...map.keys()].join(", ")
+const listNames = (map: ReadonlyMap<string, unknown>): string => map.size === 0 ? "none" : [...map.keys()].join(", ")
 
 const CERTIFICATE = /-----BEGIN (TRUSTED )?CERTIFICATE-----/
 const PRIVATE_KEY = /-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY-----/
@@ -288,13 +293,12 @@ const connect = (
   merged: Merged,
   requestedContext: string | undefined
 ): Effect.Effect<ClusterConnection, KubeConfigError> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { path } = services
     const where = merged.files.join(path.sep === "\\" ? ";" : ":")
-    const contextName =
-      requestedContext !== undefined && requestedContext.length > 0
-        ? requestedContext
-        : Option.getOrUndefined(merged.currentContext)
+    const contextName = requestedContext !== undefined && requestedContext.length > 0
+      ? requestedContext
+      : Option.getOrUndefined(merged.currentContext)
     if (contextName === undefined) {
       return yield* kubeconfigError(
         where,
@@ -304,7 +308,10 @@ const connect = (
     }
     const context = merged.contexts.get(contextName)
     if (context === undefined) {
-      return yield* kubeconfigError(where, `context "${contextName}" not found (contexts: ${listNames(merged.contexts)})`)
+      return yield* kubeconfigError(
+        where,
+        `context "${contextName}" not found (contexts: ${listNames(merged.contexts)})`
+      )
     }
     const clusterName = context.value.cluster
     if (clusterName === undefined || clusterName.length === 0) {
@@ -364,12 +371,16 @@ const connect = (
       const fail = (problem: string) => kubeconfigError(user.file, `${label}: ${problem}`)
       if (u["auth-provider"] !== undefined) {
         return yield* fail(
-          `auth-provider${u["auth-provider"].name === undefined ? "" : ` "${u["auth-provider"].name}"`} is not supported; ` +
+          `auth-provider${
+            u["auth-provider"].name === undefined ? "" : ` "${u["auth-provider"].name}"`
+          } is not supported; ` +
             "use an exec credential plugin instead (kubectl itself dropped the built-in providers)"
         )
       }
       if (u.username !== undefined || u.password !== undefined) {
-        return yield* fail("username/password (basic auth) is not supported; the apiserver removed it in Kubernetes 1.19")
+        return yield* fail(
+          "username/password (basic auth) is not supported; the apiserver removed it in Kubernetes 1.19"
+        )
       }
       clientCertificate = yield* pem(services, {
         entryFile: user.file,
@@ -464,7 +475,7 @@ const inClusterWith = (
   path: Path.Path,
   options: InClusterOptions
 ): Effect.Effect<ClusterConnection, KubeConfigError | KubeConfigNotFound> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const env: Env = options.env ?? process.env
     const dir = options.serviceAccountDir ?? DEFAULT_SERVICE_ACCOUNT_DIR
     const host = env["KUBERNETES_SERVICE_HOST"] ?? ""
@@ -478,25 +489,30 @@ const inClusterWith = (
     const tokenFile = path.join(dir, "token")
     const hasToken = yield* fs
       .exists(tokenFile)
-      .pipe(Effect.mapError((error) => fail(tokenFile, `${tokenFile} cannot be checked: ${Credentials.describePlatformError(error)}`)))
-    if (!hasToken) return yield* notFound([`in-cluster (${host}:${port} is set, but ${tokenFile} does not exist)`])
+      .pipe(Effect.mapError((error) =>
+        fail(tokenFile, `${tokenFile} cannot be checked: ${Credentials.describePlatformError(error)}`)
+      ))
+    if (!hasToken) {
+      return yield* notFound([`in-cluster (${host}:${port} is set, but ${tokenFile} does not exist)`])
+    }
     const credentials = yield* Credentials.fileToken({
       fs,
       file: tokenFile,
       fallback: Option.none(),
       what: `service-account token ${tokenFile}`,
       period: TOKEN_REREAD_INTERVAL,
-      fail: (problem) => fail(tokenFile, problem)
+      fail: (problem) =>
+        fail(tokenFile, problem)
     })
     const caFile = path.join(dir, "ca.crt")
     const ca = yield* fs.readFileString(caFile).pipe(
       Effect.map(Option.some),
       Effect.catchAll((error) =>
         Credentials.isNotFound(error)
-          ? // client-go goes on with the system's roots; say so, since TLS will likely fail next.
-            Effect.logWarning(`kubeconfig: in-cluster CA ${caFile} does not exist; using the system's roots`).pipe(
-              Effect.as(Option.none<string>())
-            )
+          // client-go goes on with the system's roots; say so, since TLS will likely fail next.
+          ? Effect.logWarning(`kubeconfig: in-cluster CA ${caFile} does not exist; using the system's roots`).pipe(
+            Effect.as(Option.none<string>())
+          )
           : Effect.fail(fail(caFile, `CA ${caFile} cannot be read: ${Credentials.describePlatformError(error)}`))
       ),
       Effect.filterOrFail(
@@ -506,13 +522,12 @@ const inClusterWith = (
     )
     const namespaceFile = path.join(dir, "namespace")
     const podNamespace = env["POD_NAMESPACE"] ?? ""
-    const namespace =
-      podNamespace.length > 0
-        ? Option.some(podNamespace)
-        : yield* fs.readFileString(namespaceFile).pipe(
-            Effect.map((text) => Option.some(text.trim()).pipe(Option.filter((ns) => ns.length > 0))),
-            Effect.orElseSucceed(() => Option.none<string>())
-          )
+    const namespace = podNamespace.length > 0
+      ? Option.some(podNamespace)
+      : yield* fs.readFileString(namespaceFile).pipe(
+        Effect.map((text) => Option.some(text.trim()).pipe(Option.filter((ns) => ns.length > 0))),
+        Effect.orElseSucceed(() => Option.none<string>())
+      )
     const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`
     const source = `in-cluster service account ${dir} (${server})`
     yield* Effect.logDebug(`kubeconfig: using ${source}`)
@@ -559,7 +574,7 @@ export const resolve = (
   KubeConfigError | KubeConfigNotFound,
   FileSystem.FileSystem | Path.Path | CommandExecutor.CommandExecutor
 > =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const executor = yield* CommandExecutor.CommandExecutor

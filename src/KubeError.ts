@@ -74,8 +74,9 @@ const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((
  * A Status that says the resourceVersion (or continue token) asked for is older than the server
  * keeps, as a failed request or as a watch's `ERROR` event says it.
  */
-export const isExpiredStatus = (status: { readonly code?: number | undefined; readonly reason?: string | undefined }): boolean =>
-  status.code === 410 || status.reason === "Expired" || status.reason === "Gone"
+export const isExpiredStatus = (
+  status: { readonly code?: number | undefined; readonly reason?: string | undefined }
+): boolean => status.code === 410 || status.reason === "Expired" || status.reason === "Gone"
 
 /** The resourceVersion (or continue token) asked for is older than the server keeps: start over. */
 export const isExpired = (error: KubeClientError): boolean => error._tag === "KubeStatusError" && isExpiredStatus(error)
@@ -94,8 +95,7 @@ export const isTooManyRequests = (error: KubeClientError): boolean =>
 export const isUnauthorized = (error: KubeClientError): boolean =>
   error._tag === "KubeStatusError" && error.code === 401
 
-export const isForbidden = (error: KubeClientError): boolean =>
-  error._tag === "KubeStatusError" && error.code === 403
+export const isForbidden = (error: KubeClientError): boolean => error._tag === "KubeStatusError" && error.code === 403
 
 /** How long the server asked the caller to wait before asking again, if it said. */
 export const retryAfter = (error: KubeClientError): Option.Option<Duration.Duration> =>

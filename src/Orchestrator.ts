@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 import { Context, Data, Duration, Effect, Layer, Option, Stream } from "effect"
-import type { RepoStatus, Sandbox } from "./Sandbox.ts"
 import { isOlder } from "./internal/resourceVersion.ts"
+import type { RepoStatus, Sandbox } from "./Sandbox.ts"
 import * as Evidence from "./SandboxEvidence.ts"
 import { SandboxWatch } from "./SandboxWatch.ts"
 import type { SandboxWatchService } from "./SandboxWatch.ts"
@@ -26,7 +26,9 @@ export class SandboxLost extends Data.TaggedError("SandboxLost")<{
   readonly sandbox: Sandbox
 }> {
   override get message(): string {
-    return `sandbox "${this.sandboxName}" is Lost (${Evidence.describeReasoned({ reason: this.reason, message: this.detail })}); a Lost Sandbox never comes back: provision a new one`
+    return `sandbox "${this.sandboxName}" is Lost (${
+      Evidence.describeReasoned({ reason: this.reason, message: this.detail })
+    }); a Lost Sandbox never comes back: provision a new one`
   }
 }
 
@@ -80,7 +82,9 @@ export class RepoFetchFailed extends Data.TaggedError("RepoFetchFailed")<{
   readonly entry: RepoStatus
 }> {
   override get message(): string {
-    return `sandbox "${this.sandboxName}" could not fetch repo "${this.key}" at "${this.asked}": ${Evidence.oneLine(this.error)}`
+    return `sandbox "${this.sandboxName}" could not fetch repo "${this.key}" at "${this.asked}": ${
+      Evidence.oneLine(this.error)
+    }`
   }
 }
 
@@ -96,7 +100,9 @@ export class RepoFetchTimedOut extends Data.TaggedError("RepoFetchTimedOut")<{
   readonly lastSeen: Option.Option<Sandbox>
 }> {
   override get message(): string {
-    const head = `sandbox "${this.sandboxName}" has not fetched repo "${this.key}" at "${this.asked}" after ${Duration.format(this.timeout)}`
+    const head = `sandbox "${this.sandboxName}" has not fetched repo "${this.key}" at "${this.asked}" after ${
+      Duration.format(this.timeout)
+    }`
     if (Option.isNone(this.lastSeen)) {
       return `${head}: the watch heard nothing of the Sandbox; check that the API server is reachable`
     }
@@ -186,7 +192,13 @@ const waitOn = <A, E, E2>(
   name: string,
   timeout: Duration.DurationInput,
   decide: (change: Option.Option<Sandbox>, seenBefore: Option.Option<Sandbox>) => Effect.Effect<Option.Option<A>, E>,
-  onTimeout: (heard: { readonly synced: boolean; readonly last: Option.Option<Option.Option<Sandbox>>; readonly seen: Option.Option<Sandbox> }) => Effect.Effect<never, E2>
+  onTimeout: (
+    heard: {
+      readonly synced: boolean
+      readonly last: Option.Option<Option.Option<Sandbox>>
+      readonly seen: Option.Option<Sandbox>
+    }
+  ) => Effect.Effect<never, E2>
 ): Effect.Effect<A, E | E2> =>
   Effect.gen(function*() {
     // `last`: the latest change heard (none: nothing heard). `seen`: the last Sandbox that existed.
@@ -266,7 +278,9 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
             const entry = repoEntry(sandbox, key)
             if (Option.isSome(entry) && entry.value.fetched === asked) return Effect.succeed(entry)
             if (Option.isSome(entry) && entry.value.attempted === asked && entry.value.error !== undefined) {
-              return Effect.fail(new RepoFetchFailed({ sandboxName: name, key, asked, error: entry.value.error, entry: entry.value }))
+              return Effect.fail(
+                new RepoFetchFailed({ sandboxName: name, key, asked, error: entry.value.error, entry: entry.value })
+              )
             }
             if (Evidence.isLost(sandbox)) return Effect.fail(lostError(name, sandbox))
             return Effect.succeed(Option.none())
@@ -306,7 +320,10 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
           }
         })
       ),
-      Stream.changesWith((a, b) => a._tag === "Alive" && b._tag === "Alive" && Option.getEquivalence((x: string, y: string) => x === y)(a.phase, b.phase)),
+      Stream.changesWith((a, b) =>
+        a._tag === "Alive" && b._tag === "Alive" &&
+        Option.getEquivalence((x: string, y: string) => x === y)(a.phase, b.phase)
+      ),
       Stream.takeUntil((v) => v._tag !== "Alive")
     )
 
@@ -314,4 +331,7 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
 }
 
 /** @since 0.1.0 */
-export const layer: Layer.Layer<Orchestrator, never, SandboxWatch> = Layer.effect(Orchestrator, Effect.map(SandboxWatch, make))
+export const layer: Layer.Layer<Orchestrator, never, SandboxWatch> = Layer.effect(
+  Orchestrator,
+  Effect.map(SandboxWatch, make)
+)

@@ -77,10 +77,14 @@ export const SandboxStatus = Schema.Struct({
 export type SandboxStatus = typeof SandboxStatus.Type
 
 export const SandboxSpec = Schema.Struct({
-  repos: Schema.optional(Schema.Array(Schema.Struct({ key: Schema.optional(Schema.String), url: Schema.optional(Schema.String) }))),
+  repos: Schema.optional(
+    Schema.Array(Schema.Struct({ key: Schema.optional(Schema.String), url: Schema.optional(Schema.String) }))
+  ),
   resources: Schema.optional(
     Schema.Struct({
-      limits: Schema.optional(Schema.Struct({ memory: Schema.optional(Schema.String), cpu: Schema.optional(Schema.String) }))
+      limits: Schema.optional(
+        Schema.Struct({ memory: Schema.optional(Schema.String), cpu: Schema.optional(Schema.String) })
+      )
     })
   )
 })

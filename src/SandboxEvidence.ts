@@ -122,7 +122,10 @@ export const describeTermination = (t: LastTermination): string => {
 /** The evidence as `; `-separated clauses, most telling first. */
 export const describeNotReady = (e: NotReadyEvidence): string => {
   const clauses: Array<string> = [
-    Option.match(e.phase, { onNone: () => "no phase yet (the operator has not written a status)", onSome: (p) => `phase ${p}` })
+    Option.match(e.phase, {
+      onNone: () => "no phase yet (the operator has not written a status)",
+      onSome: (p) => `phase ${p}`
+    })
   ]
   Option.map(e.unscheduled, (c) => clauses.push(`Scheduled=False ${describeReasoned(c)}`))
   for (const w of e.waiting) clauses.push(describeWaiting(w))

@@ -31,8 +31,8 @@ import {
   Context,
   Data,
   Duration,
-  Either,
   Effect,
+  Either,
   FiberRef,
   HashMap,
   HashSet,
@@ -143,7 +143,9 @@ export interface SandboxWatchOptions {
 export const metrics = {
   events: Metric.counter("sandbox_watch_events_total", { description: "Watch events applied, by type" }),
   relists: Metric.counter("sandbox_watch_relists_total", { description: "Lists of the whole namespace, by reason" }),
-  restarts: Metric.counter("sandbox_watch_restarts_total", { description: "Watch rounds that ended in a failure, by reason" }),
+  restarts: Metric.counter("sandbox_watch_restarts_total", {
+    description: "Watch rounds that ended in a failure, by reason"
+  }),
   decodeFailures: Metric.counter("sandbox_watch_decode_failures_total", {
     description: "Sandboxes the server sent that did not fit the schema"
   }),
@@ -204,16 +206,17 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
  * `Stream.runForEachChunk`, which costs some 2.5 KB more per chunk (`scratchpad/allocations.ts`):
  * at 1,000 events a second every event is its own chunk, and what a chunk allocates is latency.
  */
-const applyEveryChunk = <A, E, E2>(apply: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2>) =>
-(stream: Stream.Stream<A, E>): Effect.Effect<void, E | E2> =>
-  Effect.scoped(Effect.flatMap(Stream.toPull(stream), (pull) => {
-    // The pull fails with none at the end; `apply`'s own failure joins it as some.
-    const next: Effect.Effect<void, Option.Option<E | E2>> = Effect.flatMap(
-      pull,
-      (chunk) => Effect.mapError(apply(chunk), Option.some)
-    )
-    return Effect.catchAll(Effect.forever(next), Option.match({ onNone: () => Effect.void, onSome: Effect.fail }))
-  }))
+const applyEveryChunk =
+  <A, E, E2>(apply: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2>) =>
+  (stream: Stream.Stream<A, E>): Effect.Effect<void, E | E2> =>
+    Effect.scoped(Effect.flatMap(Stream.toPull(stream), (pull) => {
+      // The pull fails with none at the end; `apply`'s own failure joins it as some.
+      const next: Effect.Effect<void, Option.Option<E | E2>> = Effect.flatMap(
+        pull,
+        (chunk) => Effect.mapError(apply(chunk), Option.some)
+      )
+      return Effect.catchAll(Effect.forever(next), Option.match({ onNone: () => Effect.void, onSome: Effect.fail }))
+    }))
 
 /** How a watch ended, whether it heard anything, and the newest resourceVersion it reached. */
 interface RoundOutcome {
@@ -228,7 +231,9 @@ interface RoundOutcome {
  *
  * @since 0.1.0
  */
-export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchService, never, KubeClient | Scope.Scope> =>
+export const make = (
+  options: SandboxWatchOptions
+): Effect.Effect<SandboxWatchService, never, KubeClient | Scope.Scope> =>
   Effect.gen(function*() {
     const client = yield* KubeClient
     const settings = settingsOf(options)
@@ -272,7 +277,9 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
 
     const reportUndecodable = (bad: UndecodableEvent) =>
       Effect.logWarning(
-        `Sandbox ${bad.name === undefined ? "(no name)" : `"${bad.name}"`} in a ${bad.eventType} event does not fit the schema; ` +
+        `Sandbox ${
+          bad.name === undefined ? "(no name)" : `"${bad.name}"`
+        } in a ${bad.eventType} event does not fit the schema; ` +
           `keeping its previous cached value: ${bad.problem}`
       ).pipe(
         Effect.annotateLogs({ ...annotations, resourceVersion: bad.resourceVersion ?? "", reason: "decode" }),
@@ -405,14 +412,20 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
                       : WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard })
                   ),
                 onSuccess: () =>
-                  Effect.map(Clock.currentTimeMillis, (now) =>
-                    WatchMachine.RoundEnd.Closed({ resourceVersion: current, heard, ranMillis: now - openedAt }))
+                  Effect.map(
+                    Clock.currentTimeMillis,
+                    (now) =>
+                      WatchMachine.RoundEnd.Closed({ resourceVersion: current, heard, ranMillis: now - openedAt })
+                  )
               })
             )
             // The events are applied while the watchdog waits, raced once per watch. Cutting the
             // watch short from inside the Stream (`Stream.interruptWhen`) would fork a fiber for
             // every chunk read, which profiles showed as a fifth of the watch's CPU.
-            return Effect.map(Effect.raceFirst(applyAll, watchdog), (end): RoundOutcome => ({ end, heard, resourceVersion: current }))
+            return Effect.map(
+              Effect.raceFirst(applyAll, watchdog),
+              (end): RoundOutcome => ({ end, heard, resourceVersion: current })
+            )
           }
         )
       }).pipe(Effect.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
@@ -449,7 +462,10 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
 
     const jittered = (delay: Duration.Duration) =>
       settings.jitter
-        ? Effect.map(Random.nextRange(0.8, 1.2), (factor) => Duration.millis(Math.round(Duration.toMillis(delay) * factor)))
+        ? Effect.map(
+          Random.nextRange(0.8, 1.2),
+          (factor) => Duration.millis(Math.round(Duration.toMillis(delay) * factor))
+        )
         : Effect.succeed(delay)
 
     const delayOf = (pause: WatchMachine.Pause, backoff: Duration.Duration): Effect.Effect<Duration.Duration> => {
@@ -483,13 +499,14 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
           Effect.gen(function*() {
             const delay = yield* delayOf(transition.pause, backoff)
             const when = Duration.isZero(delay) ? "now" : `in ${Duration.format(delay)}`
-            yield* Effect.logWarning(`${transition.message}; ${WatchMachine.describeNext(transition.next)} ${when}`).pipe(
-              Effect.annotateLogs({
-                ...annotations,
-                resourceVersion: resumeAnnotation(transition.next),
-                reason: transition.restart ?? ""
-              })
-            )
+            yield* Effect.logWarning(`${transition.message}; ${WatchMachine.describeNext(transition.next)} ${when}`)
+              .pipe(
+                Effect.annotateLogs({
+                  ...annotations,
+                  resourceVersion: resumeAnnotation(transition.next),
+                  reason: transition.restart ?? ""
+                })
+              )
             return delay
           })
         )
@@ -517,7 +534,10 @@ export const make = (options: SandboxWatchOptions): Effect.Effect<SandboxWatchSe
      * change can slip between "the current value" and "told"; once synced, `initial` puts what
      * the cache holds now.
      */
-    const register = (name: string | undefined, initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void) =>
+    const register = (
+      name: string | undefined,
+      initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void
+    ) =>
       SubscriptionRef.modify(cache, (current) => {
         const mailbox = hub.add(name)
         if (current.synced) initial(mailbox, current)
@@ -650,5 +670,4 @@ export const config: Config.Config<SandboxWatchOptions> = Config.all({
 /** @since 0.1.0 */
 export const layerConfig = (
   options: Config.Config<SandboxWatchOptions> = config
-): Layer.Layer<SandboxWatch, ConfigError.ConfigError, KubeClient> =>
-  Layer.unwrapEffect(Effect.map(options, layer))
+): Layer.Layer<SandboxWatch, ConfigError.ConfigError, KubeClient> => Layer.unwrapEffect(Effect.map(options, layer))

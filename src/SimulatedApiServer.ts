@@ -10,12 +10,9 @@
  *
  * @since 0.1.0
  */
-import { randomUUID } from "node:crypto"
-import * as Http from "node:http"
-import type * as Net from "node:net"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { ServeError } from "@effect/platform/HttpServerError"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
+import type { ServeError } from "@effect/platform/HttpServerError"
 import {
   Clock,
   Context,
@@ -33,10 +30,9 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import * as KubeConfig from "./KubeConfig.ts"
-import type { KubeResource } from "./KubeResource.ts"
-import * as KubeResourceModule from "./KubeResource.ts"
-import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
+import { randomUUID } from "node:crypto"
+import * as Http from "node:http"
+import type * as Net from "node:net"
 import type { FailureStatus } from "./internal/simulator/kubeJson.ts"
 import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/simulator/kubeJson.ts"
 import type { FieldSelector, LabelSelector } from "./internal/simulator/labelSelector.ts"
@@ -49,6 +45,10 @@ import {
 } from "./internal/simulator/labelSelector.ts"
 import type { KubeObject, StoreEvent, WriteContext } from "./internal/simulator/objectStore.ts"
 import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/simulator/objectStore.ts"
+import * as KubeConfig from "./KubeConfig.ts"
+import type { KubeResource } from "./KubeResource.ts"
+import * as KubeResourceModule from "./KubeResource.ts"
+import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
 
 /** The verbs RBAC and the request counters speak of. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete"
@@ -298,7 +298,10 @@ const tooLarge = (requested: string, current: number): FailureStatus => ({
   code: 504,
   reason: "Timeout",
   message: `Timeout: Too large resource version: ${requested}, current: ${current}`,
-  details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 }
+  details: {
+    causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+    retryAfterSeconds: 1
+  }
 })
 
 const unauthorized: FailureStatus = { code: 401, reason: "Unauthorized", message: "Unauthorized" }
@@ -308,13 +311,17 @@ const inconsistentContinue =
 
 /** `ListOptions.meta.k8s.io "" is invalid: ...`, the apiserver's 422 for contradictory options. */
 const invalidListOptions = (
-  errors: ReadonlyArray<{ readonly field: string; readonly kind: "Forbidden" | "Unsupported value"; readonly detail: string }>
+  errors: ReadonlyArray<
+    { readonly field: string; readonly kind: "Forbidden" | "Unsupported value"; readonly detail: string }
+  >
 ): FailureStatus => {
   const described = errors.map((e) => `${e.field}: ${e.kind}: ${e.detail}`)
   return {
     code: 422,
     reason: "Invalid",
-    message: `ListOptions.meta.k8s.io "" is invalid: ${described.length === 1 ? described[0] : `[${described.join(", ")}]`}`,
+    message: `ListOptions.meta.k8s.io "" is invalid: ${
+      described.length === 1 ? described[0] : `[${described.join(", ")}]`
+    }`,
     details: {
       group: "meta.k8s.io",
       kind: "ListOptions",
@@ -339,13 +346,17 @@ const encodeContinue = (rv: number, start: string): string =>
 const decodeContinue = (token: string): Either.Either<ContinueToken, string> => {
   try {
     const decoded: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"))
-    if (typeof decoded !== "object" || decoded === null) return Either.left("continue key is not valid: not a JSON object")
+    if (typeof decoded !== "object" || decoded === null) {
+      return Either.left("continue key is not valid: not a JSON object")
+    }
     const { v, rv, start } = decoded as Record<string, unknown>
     if (v !== "meta.k8s.io/v1") return Either.left("continue key is not valid: server does not recognize this encoding")
     if (typeof rv !== "number" || !Number.isInteger(rv) || (rv < 0 && rv !== -1)) {
       return Either.left("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
     }
-    if (typeof start !== "string" || start === "") return Either.left("continue key is not valid: encoded start key empty")
+    if (typeof start !== "string" || start === "") {
+      return Either.left("continue key is not valid: encoded start key empty")
+    }
     return Either.right({ rv, start })
   } catch {
     return Either.left("continue key is not valid: illegal base64 data or JSON")
@@ -393,7 +404,8 @@ export const layerKubeConfig: Layer.Layer<KubeConfig.KubeConfig, never, Simulate
 /** The simulated server and a `KubeConfig` pointing at it, together. */
 export const layerWithKubeConfig = (
   options: Options
-): Layer.Layer<SimulatedApiServer | KubeConfig.KubeConfig, ServeError> => Layer.provideMerge(layerKubeConfig, layer(options))
+): Layer.Layer<SimulatedApiServer | KubeConfig.KubeConfig, ServeError> =>
+  Layer.provideMerge(layerKubeConfig, layer(options))
 
 const make = (options: Options) =>
   Effect.gen(function*() {
@@ -455,7 +467,8 @@ const make = (options: Options) =>
       return {
         code: 403,
         reason: "Forbidden",
-        message: `${subject} is forbidden: User "${user}" cannot ${ctx.verb} resource "${resourceName}" in API group "${resource.group}" ${scope}`,
+        message:
+          `${subject} is forbidden: User "${user}" cannot ${ctx.verb} resource "${resourceName}" in API group "${resource.group}" ${scope}`,
         details: { ...(ctx.name === undefined ? {} : { name: ctx.name }), group: resource.group, kind: resource.plural }
       }
     }
@@ -585,19 +598,39 @@ const make = (options: Options) =>
         const problems: Array<{ field: string; kind: "Forbidden" | "Unsupported value"; detail: string }> = []
         if (match !== "") {
           if (rvParam === "") {
-            problems.push({ field: "resourceVersionMatch", kind: "Forbidden", detail: "resourceVersionMatch is forbidden unless resourceVersion is provided" })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Forbidden",
+              detail: "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            })
           }
           if (continueParam !== "") {
-            problems.push({ field: "resourceVersionMatch", kind: "Forbidden", detail: "resourceVersionMatch is forbidden when continue is provided" })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Forbidden",
+              detail: "resourceVersionMatch is forbidden when continue is provided"
+            })
           }
           if (match === "Exact" && rvParam === "0") {
-            problems.push({ field: "resourceVersionMatch", kind: "Forbidden", detail: "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"" })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Forbidden",
+              detail: "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+            })
           } else if (match !== "Exact" && match !== "NotOlderThan") {
-            problems.push({ field: "resourceVersionMatch", kind: "Unsupported value", detail: `"${match}": supported values: "Exact", "NotOlderThan", ""` })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Unsupported value",
+              detail: `"${match}": supported values: "Exact", "NotOlderThan", ""`
+            })
           }
         }
         if (q.get("sendInitialEvents") !== null) {
-          problems.push({ field: "sendInitialEvents", kind: "Forbidden", detail: "sendInitialEvents is forbidden for list" })
+          problems.push({
+            field: "sendInitialEvents",
+            kind: "Forbidden",
+            detail: "sendInitialEvents is forbidden for list"
+          })
         }
         if (problems.length > 0) return statusResponse(invalidListOptions(problems))
         const selectors = parseSelectors(q)
@@ -637,7 +670,9 @@ const make = (options: Options) =>
           const exact = match === "Exact" || (match === "" && limit !== undefined)
           if (exact) {
             const snapshot = store.snapshotAt(asked)
-            if (snapshot === undefined) return statusResponse(expired("The resourceVersion for the provided list is too old."))
+            if (snapshot === undefined) {
+              return statusResponse(expired("The resourceVersion for the provided list is too old."))
+            }
             snapshotRv = asked
             items = snapshot
           } else {
@@ -680,18 +715,34 @@ const make = (options: Options) =>
         const problems: Array<{ field: string; kind: "Forbidden" | "Unsupported value"; detail: string }> = []
         if (sendInitialEvents !== undefined) {
           if (match !== "NotOlderThan") {
-            problems.push({ field: "resourceVersionMatch", kind: "Forbidden", detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan" })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Forbidden",
+              detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+            })
           }
           if (!allowBookmarks) {
-            problems.push({ field: "allowWatchBookmarks", kind: "Forbidden", detail: "sendInitialEvents requires setting allowWatchBookmarks to true" })
+            problems.push({
+              field: "allowWatchBookmarks",
+              kind: "Forbidden",
+              detail: "sendInitialEvents requires setting allowWatchBookmarks to true"
+            })
           }
         }
         if (match !== "") {
           if (sendInitialEvents === undefined) {
-            problems.push({ field: "resourceVersionMatch", kind: "Forbidden", detail: "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided" })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Forbidden",
+              detail: "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+            })
           }
           if (match !== "NotOlderThan") {
-            problems.push({ field: "resourceVersionMatch", kind: "Unsupported value", detail: `"${match}": supported values: "NotOlderThan"` })
+            problems.push({
+              field: "resourceVersionMatch",
+              kind: "Unsupported value",
+              detail: `"${match}": supported values: "NotOlderThan"`
+            })
           }
         }
         if (problems.length > 0) return statusResponse(invalidListOptions(problems))
@@ -702,14 +753,16 @@ const make = (options: Options) =>
         const asked = rvParam === "" ? 0 : parseResourceVersion(rvParam)
         if (asked === undefined) return statusResponse(badRequest(`invalid resource version: "${rvParam}"`))
         // The apiserver's default: a random time between its minimum request timeout and twice that.
-        const timeoutSeconds =
-          timeoutParsed.right !== undefined && timeoutParsed.right > 0
-            ? timeoutParsed.right
-            : yield* Random.nextIntBetween(1800, 3600)
+        const timeoutSeconds = timeoutParsed.right !== undefined && timeoutParsed.right > 0
+          ? timeoutParsed.right
+          : yield* Random.nextIntBetween(1800, 3600)
 
         // `initial`: ADDED for every object now, then what follows; `from`: what follows `asked`.
-        const mode: "initial" | "initialWithBookmark" | "from" =
-          sendInitialEvents === true ? "initialWithBookmark" : sendInitialEvents === false || asked !== 0 ? "from" : "initial"
+        const mode: "initial" | "initialWithBookmark" | "from" = sendInitialEvents === true
+          ? "initialWithBookmark"
+          : sendInitialEvents === false || asked !== 0
+          ? "from"
+          : "initial"
         const keep = selects(ctx, selectors.right)
         const nodeResponse = NodeHttpServerRequest.toServerResponse(ctx.request)
 
@@ -755,7 +808,10 @@ const make = (options: Options) =>
                   if (keep(object)) offer(handle, { _tag: "Line", text: eventLine("ADDED", object) })
                 }
                 if (mode === "initialWithBookmark") {
-                  offer(handle, { _tag: "Line", text: bookmarkLine(store.resourceVersion, { [InitialEventsEndAnnotation]: "true" }) })
+                  offer(handle, {
+                    _tag: "Line",
+                    text: bookmarkLine(store.resourceVersion, { [InitialEventsEndAnnotation]: "true" })
+                  })
                 }
               }
               const unsubscribe = store.subscribe((event) => {
@@ -840,7 +896,9 @@ const make = (options: Options) =>
     const serveGet = (ctx: RequestContext) =>
       Effect.sync(() => {
         const object = store.get(ctx.namespace!, ctx.name!)
-        return object === undefined ? statusResponse(store.notFound(ctx.name!)) : jsonResponse(200, encodeUnstructured(object))
+        return object === undefined
+          ? statusResponse(store.notFound(ctx.name!))
+          : jsonResponse(200, encodeUnstructured(object))
       })
 
     const serveCreate = (ctx: RequestContext) =>
@@ -866,7 +924,8 @@ const make = (options: Options) =>
           return statusResponse({
             code: 415,
             reason: "UnsupportedMediaType",
-            message: "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json"
+            message:
+              "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json"
           })
         }
         const body = yield* readJson(ctx)
@@ -879,12 +938,19 @@ const make = (options: Options) =>
       Effect.gen(function*() {
         const context = yield* writeContext(managerOf(ctx), false, false)
         const result = store.delete(ctx.namespace!, ctx.name!, context)
-        if (Either.isLeft(result) || store.get(ctx.namespace!, ctx.name!) !== undefined) return objectResponse(200)(result)
+        if (Either.isLeft(result) || store.get(ctx.namespace!, ctx.name!) !== undefined) {
+          return objectResponse(200)(result)
+        }
         // Gone at once: like kube-apiserver for a custom resource, a Success Status naming what went
         // (the object itself comes back only while finalizers hold the delete).
         return jsonResponse(
           200,
-          encodeSuccessStatus({ name: nameOf(result.right), group: resource.group, kind: resource.plural, uid: String(result.right.metadata.uid ?? "") })
+          encodeSuccessStatus({
+            name: nameOf(result.right),
+            group: resource.group,
+            kind: resource.plural,
+            uid: String(result.right.metadata.uid ?? "")
+          })
         )
       })
 
@@ -947,9 +1013,13 @@ const make = (options: Options) =>
     const app = router.pipe(
       Effect.catchTag("RouteNotFound", () =>
         Effect.succeed(
-          statusResponse({ code: 404, reason: "NotFound", message: "the server could not find the requested resource", details: {} })
-        )
-      )
+          statusResponse({
+            code: 404,
+            reason: "NotFound",
+            message: "the server could not find the requested resource",
+            details: {}
+          })
+        ))
     )
 
     // ---- the server -----------------------------------------------------------------------------
@@ -987,11 +1057,19 @@ const make = (options: Options) =>
       Effect.flatMap(writeContext("sandbox-watch-simulator", false, keepStatusOnCreate), (context) => {
         const result = write(context)
         return Either.isLeft(result)
-          ? Effect.fail(new SimulatedWriteError({ code: result.left.code, reason: result.left.reason, message: result.left.message }))
+          ? Effect.fail(
+            new SimulatedWriteError({
+              code: result.left.code,
+              reason: result.left.reason,
+              message: result.left.message
+            })
+          )
           : Effect.succeed(toSimulated(result.right))
       })
     const namespaceOfOptions = (o?: ObjectOptions) => o?.namespace ?? defaultNamespace
-    const countOf = (verb?: Verb) => (verb === undefined ? recorded.length : recorded.filter((r) => r.verb === verb).length)
+    const countOf = (
+      verb?: Verb
+    ) => (verb === undefined ? recorded.length : recorded.filter((r) => r.verb === verb).length)
 
     const service: SimulatedApiServerService = {
       url,
@@ -1005,7 +1083,8 @@ const make = (options: Options) =>
         }),
       resourceVersion: Effect.sync(() => String(store.resourceVersion)),
       create: (object, o) => directWrite((context) => store.create(namespaceOfOptions(o), object, context), true),
-      get: (name, o) => Effect.sync(() => Option.map(Option.fromNullable(store.get(namespaceOfOptions(o), name)), toSimulated)),
+      get: (name, o) =>
+        Effect.sync(() => Option.map(Option.fromNullable(store.get(namespaceOfOptions(o), name)), toSimulated)),
       list: (o) =>
         Effect.sync(() =>
           store
@@ -1015,8 +1094,16 @@ const make = (options: Options) =>
         ),
       replace: (object, o) =>
         directWrite((context) => {
-          const name = typeof object === "object" && object !== null ? (object as { metadata?: { name?: unknown } }).metadata?.name : undefined
-          return store.replace(namespaceOfOptions(o), typeof name === "string" ? name : "", object, context, o?.subresource)
+          const name = typeof object === "object" && object !== null
+            ? (object as { metadata?: { name?: unknown } }).metadata?.name
+            : undefined
+          return store.replace(
+            namespaceOfOptions(o),
+            typeof name === "string" ? name : "",
+            object,
+            context,
+            o?.subresource
+          )
         }),
       mergePatch: (name, patch, o) =>
         directWrite((context) => store.mergePatch(namespaceOfOptions(o), name, patch, context, o?.subresource)),
@@ -1038,9 +1125,12 @@ const make = (options: Options) =>
           for (const handle of watches) offer(handle, { _tag: "Line", text: `${text}\n` })
         }),
       writeTruncatedLine: Effect.sync(() => {
-        const sample = store.current()[0]?.[1] ?? { apiVersion, kind, metadata: { name: "truncated", resourceVersion: String(store.resourceVersion) } }
+        const sample = store.current()[0]?.[1] ??
+          { apiVersion, kind, metadata: { name: "truncated", resourceVersion: String(store.resourceVersion) } }
         const line = eventLine("MODIFIED", sample)
-        for (const handle of watches) offer(handle, { _tag: "Truncate", text: line.slice(0, Math.floor(line.length / 2)) })
+        for (const handle of watches) {
+          offer(handle, { _tag: "Truncate", text: line.slice(0, Math.floor(line.length / 2)) })
+        }
       }),
       restart: closeAllWatches.pipe(Effect.zipRight(Effect.sync(() => store.restart()))),
       dropConnections: Effect.sync(() => {
@@ -1063,7 +1153,9 @@ const make = (options: Options) =>
           Stream.filter(() => countOf(verb) >= count),
           Stream.take(1),
           Stream.runDrain,
-          Effect.zipRight(Effect.sync(() => (verb === undefined ? [...recorded] : recorded.filter((r) => r.verb === verb))))
+          Effect.zipRight(
+            Effect.sync(() => (verb === undefined ? [...recorded] : recorded.filter((r) => r.verb === verb)))
+          )
         ),
       clearRequests: Effect.sync(() => {
         recorded = []

@@ -3,9 +3,9 @@
  * every wait is on an event (bytes arrived, a socket closed, a counter moved), never on a clock.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Exit, Scope } from "effect"
 import * as http from "node:http"
 import * as net from "node:net"
-import { Deferred, Effect, Exit, Scope } from "effect"
 import * as FaultProxy from "./support/FaultProxy.ts"
 
 /** An echo server that records what it received and how its connections ended. */
@@ -16,24 +16,26 @@ interface EchoServer {
 }
 
 const echoServer: Effect.Effect<EchoServer, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.async<{ server: net.Server; sockets: Set<net.Socket>; state: { received: string; closed: number } }>((resume) => {
-    const state = { received: "", closed: 0 }
-    const sockets = new Set<net.Socket>()
-    const server = net.createServer((socket) => {
-      sockets.add(socket)
-      socket.on("data", (chunk: Buffer) => {
-        state.received += chunk.toString("utf8")
-        socket.write(chunk)
+  Effect.async<{ server: net.Server; sockets: Set<net.Socket>; state: { received: string; closed: number } }>(
+    (resume) => {
+      const state = { received: "", closed: 0 }
+      const sockets = new Set<net.Socket>()
+      const server = net.createServer((socket) => {
+        sockets.add(socket)
+        socket.on("data", (chunk: Buffer) => {
+          state.received += chunk.toString("utf8")
+          socket.write(chunk)
+        })
+        socket.on("end", () => socket.end())
+        socket.on("error", () => {})
+        socket.on("close", () => {
+          sockets.delete(socket)
+          state.closed += 1
+        })
       })
-      socket.on("end", () => socket.end())
-      socket.on("error", () => {})
-      socket.on("close", () => {
-        sockets.delete(socket)
-        state.closed += 1
-      })
-    })
-    server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, sockets, state })))
-  }),
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, sockets, state })))
+    }
+  ),
   ({ server, sockets }) =>
     Effect.async<void>((resume) => {
       for (const socket of sockets) socket.destroy()

@@ -54,7 +54,11 @@ describe("KubeClient against the simulated apiserver", () => {
       yield* seed(5)
       const rv = yield* server.resourceVersion
       yield* server.clearRequests
-      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 2, labelSelector: "jr2.dev/run" })
+      const all = yield* client.listAll(SandboxResource, Sandbox, {
+        namespace: "ns",
+        limit: 2,
+        labelSelector: "jr2.dev/run"
+      })
       expect(all.items.map((s) => s.metadata.name)).toEqual(["sb-0", "sb-1", "sb-2", "sb-3", "sb-4"])
       expect([all.resourceVersion, all.pages, all.restarts, all.undecodable]).toEqual([rv, 3, 0, []])
       const lists = yield* server.requestsOf("list")
@@ -77,7 +81,12 @@ describe("KubeClient against the simulated apiserver", () => {
         client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: page.resourceVersion })
       )
       yield* server.awaitOpenWatches(1)
-      yield* server.create({ apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { name: "sb-new" }, status: { phase: "Pending" } })
+      yield* server.create({
+        apiVersion: "jr2.dev/v1alpha1",
+        kind: "Sandbox",
+        metadata: { name: "sb-new" },
+        status: { phase: "Pending" }
+      })
       yield* server.mergePatch("sb-0", { status: { phase: "Ready" } }, { subresource: "status" })
       yield* server.delete("sb-new")
       const events = [yield* Queue.take(queue), yield* Queue.take(queue), yield* Queue.take(queue)]
@@ -99,7 +108,11 @@ describe("KubeClient against the simulated apiserver", () => {
       const list = client.list(SandboxResource, Sandbox, { namespace: "ns" }).pipe(Effect.flip)
       yield* server.failNext(1, "BadGatewayHtml")
       const html = yield* list
-      expect([html._tag, (html as KubeError.KubeStatusError).code, Option.isSome((html as KubeError.KubeStatusError).bodyExcerpt)]).toEqual([
+      expect([
+        html._tag,
+        (html as KubeError.KubeStatusError).code,
+        Option.isSome((html as KubeError.KubeStatusError).bodyExcerpt)
+      ]).toEqual([
         "KubeStatusError",
         502,
         true

@@ -4,7 +4,22 @@
  * connections do instead.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Exit, Fiber, Layer, Option, Queue, Redacted, Ref, Stream, TestClock, Tracer } from "effect"
+import {
+  Chunk,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Queue,
+  Redacted,
+  Ref,
+  Stream,
+  TestClock,
+  Tracer
+} from "effect"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
@@ -99,7 +114,13 @@ const sendJson = (res: http.ServerResponse, code: number, body: unknown, headers
   res.end(JSON.stringify(body))
 }
 
-const sendText = (res: http.ServerResponse, code: number, contentType: string, body: string, headers: Record<string, string> = {}) => {
+const sendText = (
+  res: http.ServerResponse,
+  code: number,
+  contentType: string,
+  body: string,
+  headers: Record<string, string> = {}
+) => {
   res.writeHead(code, { "content-type": contentType, ...headers })
   res.end(body)
 }
@@ -154,8 +175,12 @@ const watchIntoQueue = (server: string) =>
   })
 
 const failure = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.flatMap(Effect.either(effect), (result) =>
-    Either.isLeft(result) ? Effect.succeed(result.left) : Effect.dieMessage(`expected a failure, got ${JSON.stringify(result.right)}`)
+  Effect.flatMap(
+    Effect.either(effect),
+    (result) =>
+      Either.isLeft(result)
+        ? Effect.succeed(result.left)
+        : Effect.dieMessage(`expected a failure, got ${JSON.stringify(result.right)}`)
   )
 
 const watchFailure = <A, E>(stream: Stream.Stream<A, E>) =>
@@ -254,7 +279,10 @@ describe("KubeClient.listAll", () => {
       const fx = yield* fixture((_req, res, seen) => {
         const pages: Record<string, unknown> = {
           "": { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] },
-          c1: { metadata: { resourceVersion: "101", continue: "c2" }, items: [sandbox("b", "2"), sandbox("x", "3", 0)] },
+          c1: {
+            metadata: { resourceVersion: "101", continue: "c2" },
+            items: [sandbox("b", "2"), sandbox("x", "3", 0)]
+          },
           c2: { metadata: { resourceVersion: "102", continue: "" }, items: [sandbox("c", "4")] }
         }
         sendJson(res, 200, pages[seen.query.continue ?? ""])
@@ -274,7 +302,12 @@ describe("KubeClient.listAll", () => {
   it.scoped("starts over in one piece when a continue token has expired (410), counting the restart", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res, _seen, index) => {
-        if (index === 0) return sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] })
+        if (index === 0) {
+          return sendJson(res, 200, {
+            metadata: { resourceVersion: "100", continue: "c1" },
+            items: [sandbox("a", "1")]
+          })
+        }
         if (index === 1) {
           return sendJson(res, 410, {
             kind: "Status",
@@ -305,7 +338,13 @@ describe("KubeClient.listAll", () => {
   it.scoped("fails on a 410 for the first page: that is the resourceVersion, not a token", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>
-        sendJson(res, 410, { kind: "Status", status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 })
+        sendJson(res, 410, {
+          kind: "Status",
+          status: "Failure",
+          message: "too old resource version: 1 (183)",
+          reason: "Expired",
+          code: 410
+        })
       )
       const client = yield* clientFor(fx.url)
       const error = yield* failure(client.listAll(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "1" }))
@@ -329,14 +368,24 @@ describe("KubeClient failures", () => {
           status: "Failure",
           message: "Timeout: Too large resource version: 999999, current: 186",
           reason: "Timeout",
-          details: { causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }], retryAfterSeconds: 1 },
+          details: {
+            causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+            retryAfterSeconds: 1
+          },
           code: 504
         })
       )
       const client = yield* clientFor(fx.url)
-      const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "999999" }))
+      const error = yield* failure(
+        client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "999999" })
+      )
       const status = expectStatusError(error)
-      expect([status.code, status.reason, status.method, status.path]).toEqual([504, "Timeout", "GET", `${Collection}?resourceVersion=999999`])
+      expect([status.code, status.reason, status.method, status.path]).toEqual([
+        504,
+        "Timeout",
+        "GET",
+        `${Collection}?resourceVersion=999999`
+      ])
       expect(status.causes).toEqual([{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }])
       expect(status.message).toBe(
         `GET ${Collection}?resourceVersion=999999 answered 504 Timeout: Timeout: Too large resource version: 999999, current: 186`
@@ -352,7 +401,15 @@ describe("KubeClient failures", () => {
       const invalidations = yield* Ref.make(0)
       const fx = yield* fixture((_req, res, _seen, index) =>
         index === 0
-          ? sendJson(res, 401, { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "Unauthorized", reason: "Unauthorized", code: 401 })
+          ? sendJson(res, 401, {
+            kind: "Status",
+            apiVersion: "v1",
+            metadata: {},
+            status: "Failure",
+            message: "Unauthorized",
+            reason: "Unauthorized",
+            code: 401
+          })
           : sendJson(res, 200, { metadata: { resourceVersion: "1" }, items: [] })
       )
       const connection = Layer.succeed(KubeConfig.KubeConfig, rotatingTokenConnection(fx.url, invalidations))
@@ -362,7 +419,10 @@ describe("KubeClient failures", () => {
       expect(expectStatusError(error).reason).toBe("Unauthorized")
       expect(yield* Ref.get(invalidations)).toBe(1)
       yield* client.list(SandboxResource, Sandbox, { namespace: "ns" })
-      expect(fx.seen.map((s) => s.headers.authorization)).toEqual(["Bearer token-generation-0", "Bearer token-generation-1"])
+      expect(fx.seen.map((s) => s.headers.authorization)).toEqual([
+        "Bearer token-generation-0",
+        "Bearer token-generation-1"
+      ])
       expect(yield* Ref.get(invalidations)).toBe(1)
     }))
 
@@ -374,7 +434,8 @@ describe("KubeClient failures", () => {
           apiVersion: "v1",
           metadata: {},
           status: "Failure",
-          message: 'sandboxes.jr2.dev is forbidden: User "system:serviceaccount:ns:default" cannot list resource "sandboxes"',
+          message:
+            "sandboxes.jr2.dev is forbidden: User \"system:serviceaccount:ns:default\" cannot list resource \"sandboxes\"",
           reason: "Forbidden",
           details: { group: "jr2.dev", kind: "sandboxes" },
           code: 403
@@ -385,7 +446,11 @@ describe("KubeClient failures", () => {
       const status = expectStatusError(error)
       expect(KubeError.isForbidden(error)).toBe(true)
       expect(KubeError.isUnauthorized(error)).toBe(false)
-      expect([status.group, status.kind, status.reason]).toEqual([Option.some("jr2.dev"), Option.some("sandboxes"), "Forbidden"])
+      expect([status.group, status.kind, status.reason]).toEqual([
+        Option.some("jr2.dev"),
+        Option.some("sandboxes"),
+        "Forbidden"
+      ])
     }))
 
   it.scoped("429 as a Status takes details.retryAfterSeconds over the header", () =>
@@ -394,7 +459,14 @@ describe("KubeClient failures", () => {
         sendJson(
           res,
           429,
-          { kind: "Status", status: "Failure", message: "Too many requests, please try again later.", reason: "TooManyRequests", details: { retryAfterSeconds: 3 }, code: 429 },
+          {
+            kind: "Status",
+            status: "Failure",
+            message: "Too many requests, please try again later.",
+            reason: "TooManyRequests",
+            details: { retryAfterSeconds: 3 },
+            code: 429
+          },
           { "retry-after": "5" }
         )
       )
@@ -408,7 +480,9 @@ describe("KubeClient failures", () => {
   it.scoped("429 as plain text keeps an excerpt and reads Retry-After in seconds", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>
-        sendText(res, 429, "text/plain; charset=utf-8", "Too many requests, please try again later.\n", { "retry-after": "7" })
+        sendText(res, 429, "text/plain; charset=utf-8", "Too many requests, please try again later.\n", {
+          "retry-after": "7"
+        })
       )
       const client = yield* clientFor(fx.url)
       const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
@@ -446,9 +520,13 @@ describe("KubeClient failures", () => {
       const client = yield* clientFor(fx.url)
       const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
       const status = expectStatusError(error)
-      expect(status.message).toBe(`GET ${Collection} answered 502 with an HTML page, not a Kubernetes Status: "502 Bad Gateway"`)
+      expect(status.message).toBe(
+        `GET ${Collection} answered 502 with an HTML page, not a Kubernetes Status: "502 Bad Gateway"`
+      )
       expect([status.code, status.reason, status.bodyExcerpt]).toEqual([502, "", Option.some("502 Bad Gateway")])
-      expect(KubeError.isExpired(error) || KubeError.isTooManyRequests(error) || KubeError.isForbidden(error)).toBe(false)
+      expect(KubeError.isExpired(error) || KubeError.isTooManyRequests(error) || KubeError.isForbidden(error)).toBe(
+        false
+      )
     }))
 
   it.scoped("caps a long non-Status body's excerpt at 200 characters, whitespace collapsed", () =>
@@ -484,7 +562,12 @@ describe("KubeClient failures", () => {
           case "plain":
             return sendText(res, 500, "text/plain", `bad header: ${echoed}`)
           case "status":
-            return sendJson(res, 401, { kind: "Status", message: `token ${echoed} is not valid`, reason: "Unauthorized", code: 401 })
+            return sendJson(res, 401, {
+              kind: "Status",
+              message: `token ${echoed} is not valid`,
+              reason: "Unauthorized",
+              code: 401
+            })
           case "html":
             return sendText(res, 502, "text/html", `<html><title>${echoed}</title></html>`)
           default:
@@ -502,7 +585,12 @@ describe("KubeClient failures", () => {
       ]
       // Each server did echo it: the test would pass for the wrong reason otherwise.
       expect(fx.seen.map((s) => s.headers.authorization)).toEqual(Array(4).fill(`Bearer ${Token}`))
-      expect(errors.map((e) => e._tag)).toEqual(["KubeStatusError", "KubeStatusError", "KubeStatusError", "KubeMalformedLineError"])
+      expect(errors.map((e) => e._tag)).toEqual([
+        "KubeStatusError",
+        "KubeStatusError",
+        "KubeStatusError",
+        "KubeMalformedLineError"
+      ])
       for (const error of errors) {
         expect(JSON.stringify(error)).toContain("[redacted]")
         expect(JSON.stringify(error)).not.toContain(Token)
@@ -519,7 +607,11 @@ describe("KubeClient failures", () => {
 const bookmarkLine = (rv: string, annotations?: Record<string, string>) =>
   line({
     type: "BOOKMARK",
-    object: { apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { resourceVersion: rv, ...(annotations ? { annotations } : {}) } }
+    object: {
+      apiVersion: "jr2.dev/v1alpha1",
+      kind: "Sandbox",
+      metadata: { resourceVersion: rv, ...(annotations ? { annotations } : {}) }
+    }
   })
 
 describe("KubeClient.watch", () => {
@@ -564,37 +656,83 @@ describe("KubeClient.watch", () => {
       const fx = yield* fixture((_req, res) => {
         res.writeHead(200, { "content-type": "application/json" })
         res.write(line({ type: "ADDED", object: sandbox("a", "10", "Pending") }))
-        res.write(line({ type: "MODIFIED", object: sandbox("a", "11") }) + line({ type: "MODIFIED", object: sandbox("b", "12", { no: 1 }) }))
+        res.write(
+          line({ type: "MODIFIED", object: sandbox("a", "11") }) +
+            line({ type: "MODIFIED", object: sandbox("b", "12", { no: 1 }) })
+        )
         res.write(bookmarkLine("13", { "k8s.io/initial-events-end": "true", odd: 5 as unknown as string }))
         res.write(line({ type: "DELETED", object: sandbox("a", "14") }))
         res.write(bookmarkLine("186"))
         res.end(
           line({
             type: "ERROR",
-            object: { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 }
+            object: {
+              kind: "Status",
+              apiVersion: "v1",
+              metadata: {},
+              status: "Failure",
+              message: "too old resource version: 1 (183)",
+              reason: "Expired",
+              code: 410
+            }
           })
         )
       })
       const client = yield* clientFor(fx.url)
-      const events = Chunk.toReadonlyArray(yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" })))
-      expect(events.map((e) => e.type)).toEqual(["ADDED", "MODIFIED", "UNDECODABLE", "BOOKMARK", "DELETED", "BOOKMARK", "ERROR"])
-      expect(events[0]).toEqual({ type: "ADDED", object: decoded("a", "10", "Pending"), name: "a", resourceVersion: "10" })
+      const events = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      )
+      expect(events.map((e) => e.type)).toEqual([
+        "ADDED",
+        "MODIFIED",
+        "UNDECODABLE",
+        "BOOKMARK",
+        "DELETED",
+        "BOOKMARK",
+        "ERROR"
+      ])
+      expect(events[0]).toEqual({
+        type: "ADDED",
+        object: decoded("a", "10", "Pending"),
+        name: "a",
+        resourceVersion: "10"
+      })
       expect(events[1]).toEqual({ type: "MODIFIED", object: decoded("a", "11"), name: "a", resourceVersion: "11" })
       expect(events[2]).toMatchObject({ type: "UNDECODABLE", eventType: "MODIFIED", name: "b", resourceVersion: "12" })
-      expect((events[2] as Extract<WatchEvent<Sandbox>, { type: "UNDECODABLE" }>).problem).toBe('status.phase: Expected string, actual {"no":1}')
-      expect(events[3]).toEqual({ type: "BOOKMARK", resourceVersion: "13", annotations: { "k8s.io/initial-events-end": "true" } })
+      expect((events[2] as Extract<WatchEvent<Sandbox>, { type: "UNDECODABLE" }>).problem).toBe(
+        "status.phase: Expected string, actual {\"no\":1}"
+      )
+      expect(events[3]).toEqual({
+        type: "BOOKMARK",
+        resourceVersion: "13",
+        annotations: { "k8s.io/initial-events-end": "true" }
+      })
       expect(events[4]).toEqual({ type: "DELETED", object: decoded("a", "14"), name: "a", resourceVersion: "14" })
       expect(events[5]).toEqual({ type: "BOOKMARK", resourceVersion: "186", annotations: {} })
       expect(events[6]).toEqual({
         type: "ERROR",
-        status: { kind: "Status", apiVersion: "v1", status: "Failure", message: "too old resource version: 1 (183)", reason: "Expired", code: 410 }
+        status: {
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          message: "too old resource version: 1 (183)",
+          reason: "Expired",
+          code: 410
+        }
       })
     }))
 
   it.scoped("fails before any event when the watch itself is refused (non-2xx)", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>
-        sendJson(res, 403, { kind: "Status", status: "Failure", message: "forbidden", reason: "Forbidden", details: { group: "jr2.dev", kind: "sandboxes" }, code: 403 })
+        sendJson(res, 403, {
+          kind: "Status",
+          status: "Failure",
+          message: "forbidden",
+          reason: "Forbidden",
+          details: { group: "jr2.dev", kind: "sandboxes" },
+          code: 403
+        })
       )
       const client = yield* clientFor(fx.url)
       const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
@@ -664,16 +802,18 @@ describe("KubeClient.watch", () => {
 
   it.scoped("fails a line of an unknown event type", () =>
     Effect.gen(function*() {
-      const fx = yield* fixture((_req, res) => sendText(res, 200, "application/json", line({ type: "UPSERTED", object: {} })))
+      const fx = yield* fixture((_req, res) =>
+        sendText(res, 200, "application/json", line({ type: "UPSERTED", object: {} }))
+      )
       const client = yield* clientFor(fx.url)
       const { error } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error._tag).toBe("KubeMalformedLineError")
-      expect(error.message).toContain('unknown type "UPSERTED"')
+      expect(error.message).toContain("unknown type \"UPSERTED\"")
     }))
 
   it.scoped("fails a body that ends in the middle of a line, after the events before it", () =>
     Effect.gen(function*() {
-      const body = bookmarkLine("1") + '{"type":"ADDED","object":{"metadata":{"na'
+      const body = bookmarkLine("1") + "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"na"
       const fx = yield* fixture((_req, res) => {
         // A complete HTTP body (Content-Length) whose last line is cut short.
         res.writeHead(200, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) })
@@ -684,7 +824,9 @@ describe("KubeClient.watch", () => {
       expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
       expect(error._tag).toBe("KubeMalformedLineError")
       expect(error.message).toContain("ended in the middle of a line")
-      expect((error as KubeError.KubeMalformedLineError).excerpt).toBe('{"type":"ADDED","object":{"metadata":{"na')
+      expect((error as KubeError.KubeMalformedLineError).excerpt).toBe(
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"na"
+      )
     }))
 
   it.scoped("accepts a last event that lacks only its newline", () =>
@@ -700,7 +842,7 @@ describe("KubeClient.watch", () => {
       const gate = makeGate()
       const fx = yield* fixture(async (req, res) => {
         res.writeHead(200, { "content-type": "application/json" })
-        res.write(bookmarkLine("1") + '{"type":"ADDED","object":{"metad')
+        res.write(bookmarkLine("1") + "{\"type\":\"ADDED\",\"object\":{\"metad")
         await gate.opened
         req.socket.resetAndDestroy()
       })
@@ -711,7 +853,9 @@ describe("KubeClient.watch", () => {
       expect(Exit.isFailure(exit)).toBe(true)
       const error = yield* failure(exit)
       expect(error._tag).toBe("KubeTransportError")
-      expect(error.message).toMatch(new RegExp(`^the answer to GET ${Collection}\\?watch=1 from ${fx.url} broke off mid-body: `))
+      expect(error.message).toMatch(
+        new RegExp(`^the answer to GET ${Collection}\\?watch=1 from ${fx.url} broke off mid-body: `)
+      )
       expect(yield* Queue.size(queue)).toBe(0)
     }))
 
@@ -790,7 +934,9 @@ describe("KubeClient.watch", () => {
         context: (f, fiber) => native.context(f, fiber)
       })
       const client = yield* clientFor(fx.url)
-      yield* client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "0" }).pipe(Effect.withTracer(tracer))
+      yield* client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "0" }).pipe(
+        Effect.withTracer(tracer)
+      )
       yield* Stream.runDrain(client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "5" })).pipe(
         Effect.withTracer(tracer)
       )
@@ -802,7 +948,9 @@ describe("KubeClient.watch", () => {
       // The watch's span ends with its stream, and the request it sent is its child.
       const watchSpan = ours[1]!
       expect(watchSpan.status._tag).toBe("Ended")
-      const request = spans.find((s) => s !== watchSpan && Option.isSome(s.parent) && s.parent.value.spanId === watchSpan.spanId)
+      const request = spans.find((s) =>
+        s !== watchSpan && Option.isSome(s.parent) && s.parent.value.spanId === watchSpan.spanId
+      )
       expect(request?.name).toMatch(/GET/)
     }))
 })
@@ -840,7 +988,23 @@ const makePki = (): Pki => {
   const issue = (name: string, cn: string, extensions: string) => {
     openssl("req", ...ec, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${cn}`)
     writeFileSync(at(`${name}.ext`), `${extensions}\n`)
-    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${name}.crt`, "-days", "1", "-extfile", `${name}.ext`)
+    openssl(
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      "ca.crt",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      `${name}.crt`,
+      "-days",
+      "1",
+      "-extfile",
+      `${name}.ext`
+    )
   }
   issue("server", "kube.test", "subjectAltName=IP:127.0.0.1,DNS:kube.test")
   issue("client", "tester", "extendedKeyUsage=clientAuth")
@@ -861,7 +1025,13 @@ const tlsFixture = (handler: Handler) =>
     const keys = makePki()
     const seen: Array<Seen> = []
     const clients: Array<string | undefined> = []
-    const server = https.createServer({ key: keys.serverKey, cert: keys.serverCert, ca: keys.ca, requestCert: true, rejectUnauthorized: false })
+    const server = https.createServer({
+      key: keys.serverKey,
+      cert: keys.serverCert,
+      ca: keys.ca,
+      requestCert: true,
+      rejectUnauthorized: false
+    })
     server.on("request", (req: http.IncomingMessage) => {
       const peer = (req.socket as import("node:tls").TLSSocket).getPeerCertificate()
       clients.push(typeof peer.subject?.CN === "string" ? peer.subject.CN : undefined)
@@ -916,7 +1086,9 @@ describe.skipIf(!hasOpenssl)("KubeClient over TLS", () => {
       const client = yield* tlsClient(fx.url, {})
       const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error._tag).toBe("KubeTransportError")
-      expect(error.message).toMatch(new RegExp(`^GET ${Collection} to ${fx.url} got no answer: .*(certificate|UNABLE_TO_GET_ISSUER)`))
+      expect(error.message).toMatch(
+        new RegExp(`^GET ${Collection} to ${fx.url} got no answer: .*(certificate|UNABLE_TO_GET_ISSUER)`)
+      )
       expect(fx.seen).toEqual([])
     }))
 
@@ -948,21 +1120,26 @@ describe("KubeClient writes", () => {
   it.scoped("get, create, replace (status), mergePatch and delete send JSON and return what came back", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((req, res, seen) =>
-        sendJson(res, req.method === "POST" ? 201 : 200, { echo: seen.method, body: seen.body === "" ? null : JSON.parse(seen.body) })
+        sendJson(res, req.method === "POST" ? 201 : 200, {
+          echo: seen.method,
+          body: seen.body === "" ? null : JSON.parse(seen.body)
+        })
       )
       const object = sandbox("a", "1")
       // Through the layer: the client lives in the layer's scope, around the requests.
       const results = yield* Effect.gen(function*() {
         const client = yield* KubeClient.KubeClient
         return [
-        yield* client.get(SandboxResource, "ns", "a"),
-        yield* client.create(SandboxResource, "ns", object),
-        yield* client.replace(SandboxResource, "ns", "a", object),
-        yield* client.replace(SandboxResource, "ns", "a", object, { subresource: "status" }),
-        yield* client.mergePatch(SandboxResource, "ns", "a", { metadata: { labels: { x: "y" } } }),
-        yield* client.delete(SandboxResource, "ns", "a")
-      ]
-      }).pipe(Effect.provide(KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: fx.url, token: Token })))))
+          yield* client.get(SandboxResource, "ns", "a"),
+          yield* client.create(SandboxResource, "ns", object),
+          yield* client.replace(SandboxResource, "ns", "a", object),
+          yield* client.replace(SandboxResource, "ns", "a", object, { subresource: "status" }),
+          yield* client.mergePatch(SandboxResource, "ns", "a", { metadata: { labels: { x: "y" } } }),
+          yield* client.delete(SandboxResource, "ns", "a")
+        ]
+      }).pipe(
+        Effect.provide(KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: fx.url, token: Token }))))
+      )
       expect(fx.seen.map((s) => [s.method, s.path, s.headers["content-type"] ?? null])).toEqual([
         ["GET", `${Collection}/a`, null],
         ["POST", Collection, "application/json"],

@@ -1,7 +1,7 @@
+import { NodeContext } from "@effect/platform-node"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import type { Scope } from "effect"
 import { Effect, Logger, LogLevel, Option, Redacted, TestClock } from "effect"
@@ -38,7 +38,7 @@ const kubeconfig = (config: {
   })
 
 /** A temp directory, gone after the test, with a `write` that creates parent directories. */
-const sandbox = Effect.gen(function* () {
+const sandbox = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
   const dir = yield* fs.makeTempDirectoryScoped({ prefix: "kubeconfig-test-" })
@@ -74,7 +74,7 @@ const simpleCluster = (server: string) => ({ server })
 describe("KubeConfig.resolve: where the configuration comes from", () => {
   it.scoped("merges the KUBECONFIG files, the first to name an entry or a current-context winning", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const a = yield* t.write(
           "a/config",
@@ -89,7 +89,10 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
           "b/config",
           kubeconfig({
             currentContext: "b-ctx",
-            clusters: { shared: simpleCluster("https://b.example"), "only-b": simpleCluster("https://only-b.example:443") },
+            clusters: {
+              shared: simpleCluster("https://b.example"),
+              "only-b": simpleCluster("https://only-b.example:443")
+            },
             contexts: {
               "a-ctx": { cluster: "only-b" },
               "b-ctx": { cluster: "only-b", user: "user-a", namespace: "from-b" },
@@ -120,15 +123,23 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
 
   it.scoped("takes an explicit path over KUBECONFIG, and refuses an explicit path that does not exist", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const fromEnv = yield* t.write(
           "env/config",
-          kubeconfig({ currentContext: "x", clusters: { c: simpleCluster("https://env.example") }, contexts: { x: { cluster: "c" } } })
+          kubeconfig({
+            currentContext: "x",
+            clusters: { c: simpleCluster("https://env.example") },
+            contexts: { x: { cluster: "c" } }
+          })
         )
         const explicit = yield* t.write(
           "explicit/config",
-          kubeconfig({ currentContext: "x", clusters: { c: simpleCluster("explicit.example:6443") }, contexts: { x: { cluster: "c" } } })
+          kubeconfig({
+            currentContext: "x",
+            clusters: { c: simpleCluster("explicit.example:6443") },
+            contexts: { x: { cluster: "c" } }
+          })
         )
         const env = { KUBECONFIG: fromEnv }
         const connection = yield* KubeConfig.resolve({ ...t.isolated, env, path: explicit })
@@ -145,7 +156,7 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
 
   it.scoped("falls back to ~/.kube/config when KUBECONFIG is not set, before in-cluster", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         yield* t.write(
           "home/.kube/config",
@@ -175,7 +186,7 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
 
   it.scoped("says where it looked when there is no configuration anywhere", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const error = yield* Effect.flip(KubeConfig.resolve(t.isolated))
         expect(error._tag).toBe("KubeConfigNotFound")
@@ -186,7 +197,9 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
           "in-cluster (KUBERNETES_SERVICE_HOST is not set)"
         ])
         expect(error.message).toBe(
-          `no Kubernetes configuration found; looked at: KUBECONFIG (not set); ${t.at("home/.kube/config")} (no such file); ` +
+          `no Kubernetes configuration found; looked at: KUBECONFIG (not set); ${
+            t.at("home/.kube/config")
+          } (no such file); ` +
             "in-cluster (KUBERNETES_SERVICE_HOST is not set). " +
             "Point KUBECONFIG or --kubeconfig at a kubeconfig, or run inside a pod with a service account."
         )
@@ -215,7 +228,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
 
   it.scoped("selects the asked context, and names the ones there are when it is missing", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* t.write("config", twoContexts)
         expect((yield* KubeConfig.resolve({ ...t.isolated, path: file })).server).toBe("https://127.0.0.1:6443")
@@ -236,7 +249,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
 
   it.scoped("names the missing cluster, user, server and current-context", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* t.write(
           "config",
@@ -259,14 +272,16 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         expect(yield* message("no-cluster")).toBe(
           `kubeconfig ${file}: context "no-cluster": cluster "gone" not found (clusters: ok, empty)`
         )
-        expect(yield* message("no-user")).toBe(`kubeconfig ${file}: context "no-user": user "ghost" not found (users: real)`)
+        expect(yield* message("no-user")).toBe(
+          `kubeconfig ${file}: context "no-user": user "ghost" not found (users: real)`
+        )
         expect(yield* message("no-server")).toBe(`kubeconfig ${file}: cluster "empty" has no server`)
       })
     ))
 
   it.scoped("reads CA, client certificate and key from -data fields and from files; -data wins", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* t.write(
           "config",
@@ -274,7 +289,11 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
             currentContext: "data",
             clusters: {
               data: { server: "https://data.example", "certificate-authority-data": b64(CA_PEM) },
-              files: { server: "https://files.example", "certificate-authority": pki.ca, "tls-server-name": "api.files" },
+              files: {
+                server: "https://files.example",
+                "certificate-authority": pki.ca,
+                "tls-server-name": "api.files"
+              },
               both: {
                 server: "https://both.example",
                 "certificate-authority-data": b64(CA_PEM.replace("Zml4dHVyZS1jYQ==", "ZGF0YS13aW5z")),
@@ -311,7 +330,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
 
   it.scoped("resolves relative paths against the kubeconfig that named them", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         // A checked-in file whose paths are all relative (../pki/ca.pem, token); the cwd is elsewhere.
         const nested = yield* KubeConfig.resolve({ ...t.isolated, path: `${fixtures}nested/config` })
@@ -341,16 +360,20 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         expect(yield* header(merged)).toEqual(Option.some("Bearer relative-token"))
 
         yield* t.remove("two/certs/ca.pem")
-        const error = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, env: { KUBECONFIG: `${first}:${second}` } }))
+        const error = yield* Effect.flip(
+          KubeConfig.resolve({ ...t.isolated, env: { KUBECONFIG: `${first}:${second}` } })
+        )
         expect(error.message).toBe(
-          `kubeconfig ${second}: cluster "two": certificate-authority file ${t.at("two/certs/ca.pem")} cannot be read: ENOENT (no such file)`
+          `kubeconfig ${second}: cluster "two": certificate-authority file ${
+            t.at("two/certs/ca.pem")
+          } cannot be read: ENOENT (no such file)`
         )
       })
     ))
 
   it.scoped("skips TLS verification only when the kubeconfig says insecure-skip-tls-verify: true", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* t.write(
           "config",
@@ -359,7 +382,11 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
               yes: { server: "https://yes.example", "insecure-skip-tls-verify": true },
               no: { server: "https://no.example", "insecure-skip-tls-verify": false },
               unsaid: { server: "https://unsaid.example" },
-              contradiction: { server: "https://c.example", "insecure-skip-tls-verify": true, "certificate-authority": pki.ca }
+              contradiction: {
+                server: "https://c.example",
+                "insecure-skip-tls-verify": true,
+                "certificate-authority": pki.ca
+              }
             },
             contexts: {
               yes: { cluster: "yes" },
@@ -370,7 +397,9 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
           })
         )
         const insecure = (context: string) =>
-          KubeConfig.resolve({ ...t.isolated, path: file, context }).pipe(Effect.map((c) => c.tls.insecureSkipTlsVerify))
+          KubeConfig.resolve({ ...t.isolated, path: file, context }).pipe(
+            Effect.map((c) => c.tls.insecureSkipTlsVerify)
+          )
         expect([yield* insecure("yes"), yield* insecure("no"), yield* insecure("unsaid")]).toEqual([true, false, false])
         const error = yield* Effect.flip(insecure("contradiction"))
         expect(error.message).toBe(
@@ -381,7 +410,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
 
   it.scoped("reports broken YAML by line, and a wrong shape by entry, naming the file", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const broken = `${fixtures}broken.yaml`
         const error = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, path: broken }))
@@ -397,7 +426,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
             "- name: c",
             "  cluster:",
             "    server: https://c.example",
-            '    insecure-skip-tls-verify: "yes"',
+            "    insecure-skip-tls-verify: \"yes\"",
             "users:",
             "- name: u",
             "  user:",
@@ -407,7 +436,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         const shapeError = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, env: { KUBECONFIG: shape } }))
         expect(shapeError.message).toBe(
           `kubeconfig ${shape}: is not a valid kubeconfig: cluster "c": insecure-skip-tls-verify should be true or false; ` +
-            'user "u": exec.command is required'
+            "user \"u\": exec.command is required"
         )
       })
     ))
@@ -416,7 +445,7 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
 describe("KubeConfig: credentials that change", () => {
   it.scoped("re-reads a tokenFile once a minute (by the Clock) and at once after invalidate", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const tokenFile = yield* t.write("token", "first\n")
         const file = yield* t.write(
@@ -483,7 +512,7 @@ describe("KubeConfig: credentials that change", () => {
 
   it.scoped("runs a v1 exec plugin once, keeps its token until expirationTimestamp, then runs it again", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* execConfig(
           t,
@@ -513,7 +542,7 @@ describe("KubeConfig: credentials that change", () => {
 
   it.scoped("keeps a v1beta1 token without expiry until invalidated, and passes the cluster when asked", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const file = yield* execConfig(
           t,
@@ -542,14 +571,16 @@ describe("KubeConfig: credentials that change", () => {
 
   it.scoped("says which plugin failed, with its exit code and a shortened stderr, never its stdout", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const failing = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, { PLUGIN_MODE: "fail" })
         const connection = yield* KubeConfig.resolve({ ...t.isolated, path: failing })
         const error = yield* Effect.flip(connection.authorization)
         const stderr = `error: could not refresh the session: ${"the identity provider said no. ".repeat(30).trim()}`
         expect(error.message).toBe(
-          `kubeconfig ${failing}: user "plugin": exec plugin "node" exited with code 3; stderr: ${stderr.slice(0, 300)}…`
+          `kubeconfig ${failing}: user "plugin": exec plugin "node" exited with code 3; stderr: ${
+            stderr.slice(0, 300)
+          }…`
         )
         expect(error.message).not.toContain("stdout-secret")
         expect(yield* t.lines("runs")).toBe(1)
@@ -579,7 +610,9 @@ describe("KubeConfig: credentials that change", () => {
             "Install it with: brew install not-installed"
         )
 
-        const noToken = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, { PLUGIN_MODE: "no-token" })
+        const noToken = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, {
+          PLUGIN_MODE: "no-token"
+        })
         const noTokenError = yield* Effect.flip(
           Effect.flatMap(KubeConfig.resolve({ ...t.isolated, path: noToken }), (c) => c.authorization)
         )
@@ -598,7 +631,7 @@ describe("KubeConfig: credentials that change", () => {
 describe("KubeConfig: in-cluster", () => {
   it.scoped("reads the service account, and its rotated token only after a minute or after invalidate", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         yield* t.write("sa/token", "sa-token-1\n")
         yield* t.write("sa/ca.crt", CA_PEM)
@@ -626,7 +659,7 @@ describe("KubeConfig: in-cluster", () => {
 
   it.scoped("layerInCluster: IPv6 host, POD_NAMESPACE, and not-found outside a pod", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         yield* t.write("sa/token", "v6-token")
         const env = { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443", POD_NAMESPACE: "from-env" }
@@ -649,22 +682,32 @@ describe("KubeConfig: in-cluster", () => {
 describe("KubeConfig: secrets", () => {
   it.scoped("no token, key or exec output appears in an error message or a log line", () =>
     run(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const t = yield* sandbox
         const logs: Array<string> = []
         const capture = Logger.make((options) => {
           logs.push(Logger.logfmtLogger.log(options))
         })
         const messages: Array<string> = []
-        const failWith = <A, R>(effect: Effect.Effect<A, KubeConfig.KubeConfigError | KubeConfig.KubeConfigNotFound, R>) =>
+        const failWith = <A, R>(
+          effect: Effect.Effect<A, KubeConfig.KubeConfigError | KubeConfig.KubeConfigNotFound, R>
+        ) =>
           Effect.flip(effect).pipe(
             Effect.tap((error) => {
               messages.push(error.message, String(error), JSON.stringify(error))
             })
           )
-        const secrets = ["yaml-secret-1", "424242424242", "key-secret-material", "stdout-secret", "garbage-secret", "exec-secret", "file-secret"]
+        const secrets = [
+          "yaml-secret-1",
+          "424242424242",
+          "key-secret-material",
+          "stdout-secret",
+          "garbage-secret",
+          "exec-secret",
+          "file-secret"
+        ]
 
-        yield* Effect.gen(function* () {
+        yield* Effect.gen(function*() {
           // YAML broken on the line that holds the token.
           const yamlBroken = yield* t.write("a/config", "users:\n- name: u\n  user:\n    token: yaml-secret-1: oops\n")
           yield* failWith(KubeConfig.resolve({ ...t.isolated, path: yamlBroken }))
@@ -740,15 +783,22 @@ describe("KubeConfig: secrets", () => {
 
         // The errors and the logs are the ones expected, so the check below is not vacuous.
         expect(messages.filter((_, i) => i % 3 === 0)).toEqual([
-          `kubeconfig ${t.at("a/config")}: is not valid YAML at line 4, column 12: Nested mappings are not allowed in compact mappings`,
+          `kubeconfig ${
+            t.at("a/config")
+          }: is not valid YAML at line 4, column 12: Nested mappings are not allowed in compact mappings`,
           `kubeconfig ${t.at("b/config")}: is not a valid kubeconfig: user "u": token should be a string`,
           `kubeconfig ${t.at("c/config")}: user "u": client-key-data does not hold a PEM private key`,
-          `kubeconfig ${t.at("fail/config")}: user "u": exec plugin "node" exited with code 3; stderr: ${`error: could not refresh the session: ${"the identity provider said no. ".repeat(30).trim()}`.slice(0, 300)}…`,
-          `kubeconfig ${t.at("garbage/config")}: user "u": exec plugin "node" did not print an ExecCredential (its output is not JSON)`
+          `kubeconfig ${t.at("fail/config")}: user "u": exec plugin "node" exited with code 3; stderr: ${
+            `error: could not refresh the session: ${"the identity provider said no. ".repeat(30).trim()}`.slice(0, 300)
+          }…`,
+          `kubeconfig ${
+            t.at("garbage/config")
+          }: user "u": exec plugin "node" did not print an ExecCredential (its output is not JSON)`
         ])
         expect(logs.some((line) => line.includes("running exec plugin"))).toBe(true)
         expect(logs.some((line) => line.includes("valid until 1970-01-01T00:01:00.000Z"))).toBe(true)
-        expect(logs.some((line) => line.includes("level=WARN") && line.includes("still using the token read before"))).toBe(true)
+        expect(logs.some((line) => line.includes("level=WARN") && line.includes("still using the token read before")))
+          .toBe(true)
         for (const text of [...messages, ...logs]) {
           for (const secret of secrets) expect(text).not.toContain(secret)
         }

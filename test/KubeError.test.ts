@@ -6,7 +6,14 @@ import { Option } from "effect"
 import { describe, expect, it } from "vitest"
 import * as KubeError from "../src/KubeError.ts"
 
-const status = (fields: { code: number; reason: string; message: string; causes?: ReadonlyArray<{ reason?: string; message?: string }> }) =>
+const status = (
+  fields: {
+    code: number
+    reason: string
+    message: string
+    causes?: ReadonlyArray<{ reason?: string; message?: string }>
+  }
+) =>
   new KubeError.KubeStatusError({
     method: "GET",
     path: "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes?resourceVersion=999",
@@ -24,12 +31,21 @@ describe("KubeError.isTooLargeResourceVersion", () => {
   it.each([
     {
       format: "the cause alone (a message that says something else)",
-      error: status({ code: 504, reason: "Timeout", message: "Timeout: request did not complete", causes: [{ reason: "ResourceVersionTooLarge" }] }),
+      error: status({
+        code: 504,
+        reason: "Timeout",
+        message: "Timeout: request did not complete",
+        causes: [{ reason: "ResourceVersionTooLarge" }]
+      }),
       expected: true
     },
     {
       format: "the message alone (no cause)",
-      error: status({ code: 504, reason: "Timeout", message: "Timeout: Too large resource version: 999, current: 186" }),
+      error: status({
+        code: 504,
+        reason: "Timeout",
+        message: "Timeout: Too large resource version: 999, current: 186"
+      }),
       expected: true
     },
     {

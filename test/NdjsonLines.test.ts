@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Stream } from "effect"
-import { decodeLines, excerpt, LineSplitter, type LineHandler } from "../src/internal/ndjsonLines.ts"
+import { decodeLines, excerpt, type LineHandler, LineSplitter } from "../src/internal/ndjsonLines.ts"
 
 const bytes = (text: string) => new TextEncoder().encode(text)
 
@@ -21,10 +21,10 @@ describe("LineSplitter", () => {
   })
 
   it("keeps a two-byte character split across chunks whole", () => {
-    const encoded = bytes('{"name":"café"}\n')
+    const encoded = bytes("{\"name\":\"café\"}\n")
     const at = encoded.indexOf(0xc3) + 1 // between the two bytes of "é"
     const { lines, rest } = split(1024, [encoded.subarray(0, at), encoded.subarray(at)])
-    expect(lines).toEqual(['{"name":"café"}'])
+    expect(lines).toEqual(["{\"name\":\"café\"}"])
     expect(rest).toBe("")
   })
 
@@ -108,8 +108,12 @@ describe("decodeLines", () => {
     Effect.gen(function*() {
       const good = yield* Stream.make(bytes("1\n9")).pipe(decodeLines(100, numbers), Stream.runCollect)
       expect(Chunk.toReadonlyArray(good)).toEqual([1, 9])
-      const cut = yield* Stream.make(bytes("1\n{\"ty")).pipe(decodeLines(100, numbers), Stream.runCollect, Effect.either)
-      expect(cut).toEqual(Either.left('ended mid-line: {"ty'))
+      const cut = yield* Stream.make(bytes("1\n{\"ty")).pipe(
+        decodeLines(100, numbers),
+        Stream.runCollect,
+        Effect.either
+      )
+      expect(cut).toEqual(Either.left("ended mid-line: {\"ty"))
     }))
 
   it.effect("passes an upstream failure through and never hands on the partial line", () =>

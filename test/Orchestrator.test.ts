@@ -3,9 +3,9 @@ import { Cause, Chunk, Effect, Exit, Fiber, Layer, Option, Stream, TestClock } f
 import * as KubeClient from "../src/KubeClient.ts"
 import * as Orchestrator from "../src/Orchestrator.ts"
 import { SandboxResource } from "../src/Sandbox.ts"
+import type { Sandbox, SandboxStatus } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as Sim from "../src/SimulatedApiServer.ts"
-import type { Sandbox, SandboxStatus } from "../src/Sandbox.ts"
 import * as FakeSandboxWatch from "./support/FakeSandboxWatch.ts"
 
 // A fresh fake watch and Orchestrator per test: no state or clock carries over.
@@ -92,7 +92,11 @@ describe("Orchestrator.awaitReady", () => {
       yield* fake.put(lost("s1", "Evicted", "The node was low on resource: memory."))
       const error = failure(yield* Fiber.await(fiber))
       expect(error._tag).toBe("SandboxLost")
-      expect(error).toMatchObject({ sandboxName: "s1", reason: "Evicted", detail: Option.some("The node was low on resource: memory.") })
+      expect(error).toMatchObject({
+        sandboxName: "s1",
+        reason: "Evicted",
+        detail: Option.some("The node was low on resource: memory.")
+      })
       expect(error.message).toBe(
         `sandbox "s1" is Lost (Evicted: The node was low on resource: memory.); a Lost Sandbox never comes back: provision a new one`
       )
@@ -151,7 +155,12 @@ describe("Orchestrator.awaitReady", () => {
           sandbox("s1", {
             phase: "Pending",
             conditions: [
-              { type: "Scheduled", status: "False", reason: "Unschedulable", message: "0/3 nodes are available: 3 Insufficient memory." }
+              {
+                type: "Scheduled",
+                status: "False",
+                reason: "Unschedulable",
+                message: "0/3 nodes are available: 3 Insufficient memory."
+              }
             ],
             waiting: [
               { container: "repo-init", reason: "ErrImagePull", message: "pull access denied" },
@@ -172,7 +181,12 @@ describe("Orchestrator.awaitReady", () => {
           sandbox("s1", {
             phase: "Pending",
             conditions: [
-              { type: "Scheduled", status: "False", reason: "QuotaExceeded", message: `pods "s1" is forbidden: exceeded quota: compute` }
+              {
+                type: "Scheduled",
+                status: "False",
+                reason: "QuotaExceeded",
+                message: `pods "s1" is forbidden: exceeded quota: compute`
+              }
             ]
           })
         ]))
@@ -190,7 +204,11 @@ describe("Orchestrator.awaitReady", () => {
             {
               phase: "Pending",
               harness: { restartCount: 2, lastTerminated: { reason: "OOMKilled", exitCode: 137 } },
-              waiting: [{ container: "harness", reason: "CrashLoopBackOff", message: "back-off 20s restarting failed container" }]
+              waiting: [{
+                container: "harness",
+                reason: "CrashLoopBackOff",
+                message: "back-off 20s restarting failed container"
+              }]
             },
             "512Mi"
           )
@@ -208,7 +226,11 @@ describe("Orchestrator.awaitReady", () => {
             phase: "Pending",
             effector: {
               restartCount: 1,
-              lastTerminated: { reason: "Error", exitCode: 78, message: "starting\nlandlock: unavailable on node n2 (kernel 5.4)\n" }
+              lastTerminated: {
+                reason: "Error",
+                exitCode: 78,
+                message: "starting\nlandlock: unavailable on node n2 (kernel 5.4)\n"
+              }
             }
           })
         ]))
@@ -220,15 +242,24 @@ describe("Orchestrator.awaitReady", () => {
   it.effect("times out saying the operator has written no status, and Ready=False's reason", () =>
     Effect.gen(function*() {
       const noStatus = yield* timesOut("s1", (fake) => fake.sync([sandbox("s1")]))
-      expect(noStatus.message).toBe(`sandbox "s1" is not Ready after 2m: no phase yet (the operator has not written a status)`)
+      expect(noStatus.message).toBe(
+        `sandbox "s1" is not Ready after 2m: no phase yet (the operator has not written a status)`
+      )
       const notReady = yield* timesOut("s2", (fake) =>
         fake.sync([
           sandbox("s2", {
             phase: "Pending",
-            conditions: [{ type: "Ready", status: "False", reason: "EndpointUnreachable", message: "no answer on :7000" }]
+            conditions: [{
+              type: "Ready",
+              status: "False",
+              reason: "EndpointUnreachable",
+              message: "no answer on :7000"
+            }]
           })
         ]))
-      expect(notReady.message).toBe(`sandbox "s2" is not Ready after 2m: phase Pending; Ready=False EndpointUnreachable: no answer on :7000`)
+      expect(notReady.message).toBe(
+        `sandbox "s2" is not Ready after 2m: phase Pending; Ready=False EndpointUnreachable: no answer on :7000`
+      )
     }))
 
   it.effect("times out with never seen when the cluster never had it", () =>
@@ -252,7 +283,10 @@ describe("Orchestrator.awaitReady", () => {
       const error = yield* timesOut("s1", (fake) =>
         Effect.gen(function*() {
           yield* fake.sync([
-            sandbox("s1", { phase: "Pending", conditions: [{ type: "Scheduled", status: "False", reason: "Unschedulable", message: "no nodes" }] })
+            sandbox("s1", {
+              phase: "Pending",
+              conditions: [{ type: "Scheduled", status: "False", reason: "Unschedulable", message: "no nodes" }]
+            })
           ])
           yield* fake.put(sandbox("s1", { phase: "Pending", conditions: [{ type: "Scheduled", status: "True" }] }))
         }))
@@ -260,8 +294,10 @@ describe("Orchestrator.awaitReady", () => {
     }))
 })
 
-const withRepo = (name: string, repo: { key: string; asked?: string; attempted?: string; fetched?: string; error?: string }) =>
-  sandbox(name, { phase: "Ready", repos: [{ key: "other", fetched: "zzz" }, repo] })
+const withRepo = (
+  name: string,
+  repo: { key: string; asked?: string; attempted?: string; fetched?: string; error?: string }
+) => sandbox(name, { phase: "Ready", repos: [{ key: "other", fetched: "zzz" }, repo] })
 
 describe("Orchestrator.awaitRepoFetched", () => {
   it.effect("succeeds with the entry once fetched is the asked revision", () =>
@@ -286,10 +322,20 @@ describe("Orchestrator.awaitRepoFetched", () => {
       const fiber = yield* Effect.fork(o.awaitRepoFetched("s1", "main", "abc", { timeout: "1 minute" }))
       yield* untilWaiting("s1")
       expect(fiber.unsafePoll()).toBeNull()
-      yield* fake.put(withRepo("s1", { key: "main", asked: "abc", attempted: "abc", error: "fatal: couldn't find remote ref abc" }))
+      yield* fake.put(
+        withRepo("s1", { key: "main", asked: "abc", attempted: "abc", error: "fatal: couldn't find remote ref abc" })
+      )
       const error = failure(yield* Fiber.await(fiber))
-      expect(error).toMatchObject({ _tag: "RepoFetchFailed", sandboxName: "s1", key: "main", asked: "abc", error: "fatal: couldn't find remote ref abc" })
-      expect(error.message).toBe(`sandbox "s1" could not fetch repo "main" at "abc": fatal: couldn't find remote ref abc`)
+      expect(error).toMatchObject({
+        _tag: "RepoFetchFailed",
+        sandboxName: "s1",
+        key: "main",
+        asked: "abc",
+        error: "fatal: couldn't find remote ref abc"
+      })
+      expect(error.message).toBe(
+        `sandbox "s1" could not fetch repo "main" at "abc": fatal: couldn't find remote ref abc`
+      )
     })))
 
   it.effect("fails with SandboxGone when the Sandbox is deleted while a fetch is awaited", () =>
@@ -306,7 +352,11 @@ describe("Orchestrator.awaitRepoFetched", () => {
       const error = failure(yield* Fiber.await(fiber))
       expect(error._tag).toBe("SandboxGone")
       // ...and had seen the Sandbox with its repo entry: it heard the delete, not an absence.
-      expect(error._tag === "SandboxGone" ? Option.map(error.lastSeen, (s) => s.status?.repos?.find((r) => r.key === "main")?.asked) : Option.none())
+      expect(
+        error._tag === "SandboxGone"
+          ? Option.map(error.lastSeen, (s) => s.status?.repos?.find((r) => r.key === "main")?.asked)
+          : Option.none()
+      )
         .toEqual(Option.some("abc"))
       expect(yield* TestClock.currentTimeMillis).toBe(5000)
     })))
@@ -374,18 +424,22 @@ describe("Orchestrator.continuity", () => {
       yield* fake.sync([sandbox("s1", { phase: "Pending" })])
       const fiber = yield* Effect.fork(Stream.runCollect(o.continuity("s1")))
       while ((yield* fake.readers("s1")) === 0) yield* Effect.yieldNow()
-      yield* fake.put(sandbox("s1", { phase: "Pending", waiting: [{ container: "harness", reason: "ContainerCreating" }] }))
+      yield* fake.put(
+        sandbox("s1", { phase: "Pending", waiting: [{ container: "harness", reason: "ContainerCreating" }] })
+      )
       yield* fake.put(sandbox("s1", { phase: "Ready" }))
       // An outage: the watch tells nothing, so no verdict.
       yield* TestClock.adjust("10 minutes")
       yield* fake.put(sandbox("s1", { phase: "Ready", endpoint: "10.0.0.9:7000" }))
       yield* fake.put(lost("s1", "NodeLost", "node n1 is gone"))
       const verdicts = Chunk.toArray(yield* Fiber.join(fiber))
-      expect(verdicts.map((v) => Orchestrator.Verdict.$match(v, {
-        Alive: ({ phase }) => `alive ${Option.getOrElse(phase, () => "-")}`,
-        Lost: ({ detail, reason }) => `lost ${reason} ${Option.getOrElse(detail, () => "-")}`,
-        Gone: () => "gone"
-      }))).toStrictEqual(["alive Pending", "alive Ready", "lost NodeLost node n1 is gone"])
+      expect(verdicts.map((v) =>
+        Orchestrator.Verdict.$match(v, {
+          Alive: ({ phase }) => `alive ${Option.getOrElse(phase, () => "-")}`,
+          Lost: ({ detail, reason }) => `lost ${reason} ${Option.getOrElse(detail, () => "-")}`,
+          Gone: () => "gone"
+        })
+      )).toStrictEqual(["alive Pending", "alive Ready", "lost NodeLost node n1 is gone"])
     })))
 
   it.effect("ends with Gone when the cluster says the Sandbox is not there", () =>
@@ -435,7 +489,9 @@ describe("Orchestrator through the real watch and a simulated API server", () =>
       yield* watch.synced
       const ready = yield* Effect.fork(o.awaitReady("s1", { timeout: "30 seconds" }))
       yield* server.mergePatch("s1", { status: { phase: "Pending" } }, { subresource: "status" })
-      yield* server.mergePatch("s1", { status: { phase: "Ready", endpoint: "10.0.0.1:7000" } }, { subresource: "status" })
+      yield* server.mergePatch("s1", { status: { phase: "Ready", endpoint: "10.0.0.1:7000" } }, {
+        subresource: "status"
+      })
       const got = yield* Fiber.join(ready)
       expect(got.status).toStrictEqual({ phase: "Ready", endpoint: "10.0.0.1:7000" })
 

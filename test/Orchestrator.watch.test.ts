@@ -9,7 +9,16 @@ import * as Orchestrator from "../src/Orchestrator.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { UndecodableEvent } from "../src/WatchEvent.ts"
-import { bookmark, deleted, errorEvent, fullList, makeScriptedKubeClient, modified, sandbox, transportError } from "./support/ScriptedKubeClient.ts"
+import {
+  bookmark,
+  deleted,
+  errorEvent,
+  fullList,
+  makeScriptedKubeClient,
+  modified,
+  sandbox,
+  transportError
+} from "./support/ScriptedKubeClient.ts"
 
 const start = Effect.gen(function*() {
   const kube = yield* makeScriptedKubeClient
@@ -59,8 +68,12 @@ describe("Orchestrator through the real watch", () => {
       const fetch = yield* Effect.fork(orchestrator.awaitRepoFetched("b", "main", "abc", { timeout: "5 minutes" }))
       const ready = yield* Effect.fork(orchestrator.awaitReady("b", { timeout: "5 minutes" }))
       const verdicts = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* Effect.forkScoped(Stream.runForEach(orchestrator.continuity("b"), (v) => Ref.update(verdicts, (all) => [...all, v._tag])))
-      yield* kube.respondList(Either.right({ items: [], undecodable: [undecodable("b", "7")], resourceVersion: "10", pages: 1, restarts: 0 }))
+      yield* Effect.forkScoped(
+        Stream.runForEach(orchestrator.continuity("b"), (v) => Ref.update(verdicts, (all) => [...all, v._tag]))
+      )
+      yield* kube.respondList(
+        Either.right({ items: [], undecodable: [undecodable("b", "7")], resourceVersion: "10", pages: 1, restarts: 0 })
+      )
       const w = yield* kube.nextWatch
       yield* TestClock.adjust("1 minute")
       yield* settle
@@ -82,8 +95,12 @@ describe("Orchestrator through the real watch", () => {
       const gate = yield* Deferred.make<void>()
       const verdicts = yield* Ref.make<ReadonlyArray<string>>([])
       // A reader that takes its time over each verdict: it is busy while the cluster moves on.
-      const reader = yield* Effect.forkScoped(Stream.runForEach(orchestrator.continuity("a"), (v) =>
-        Effect.zipRight(Ref.update(verdicts, (all) => [...all, v._tag]), Deferred.await(gate))))
+      const reader = yield* Effect.forkScoped(
+        Stream.runForEach(
+          orchestrator.continuity("a"),
+          (v) => Effect.zipRight(Ref.update(verdicts, (all) => [...all, v._tag]), Deferred.await(gate))
+        )
+      )
       const w = yield* kube.nextWatch
       yield* settle
       expect(yield* Ref.get(verdicts)).toEqual(["Alive"])
@@ -108,7 +125,9 @@ describe("Orchestrator through the real watch", () => {
       yield* settle
       // A wait that starts once the watch has heard past the create, with no such Sandbox, fails.
       const late = yield* Effect.exit(orchestrator.awaitReady("c", { timeout: "5 minutes", createdAt: "12" }))
-      expect(Exit.isFailure(late) && late.cause._tag === "Fail" ? late.cause.error._tag : "no failure").toBe("SandboxGone")
+      expect(Exit.isFailure(late) && late.cause._tag === "Fail" ? late.cause.error._tag : "no failure").toBe(
+        "SandboxGone"
+      )
       // Without the option a Sandbox never seen is only "not yet".
       const plain = yield* Effect.fork(orchestrator.awaitReady("c", { timeout: "5 minutes" }))
       yield* settle

@@ -60,7 +60,10 @@ const MixedUnknown = Schema.Struct(
 const Unions = Schema.Struct({
   objects: Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.Number })),
   missingTaken: Schema.optional(
-    Schema.Union(Schema.Struct({ a: Schema.UndefinedOr(Schema.String) }), Schema.Struct({ b: Schema.optional(Schema.Number) }))
+    Schema.Union(
+      Schema.Struct({ a: Schema.UndefinedOr(Schema.String) }),
+      Schema.Struct({ b: Schema.optional(Schema.Number) })
+    )
   ),
   arrays: Schema.Union(Schema.Array(Schema.String), Schema.Array(Schema.Number)),
   optionalObject: Schema.optional(Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Undefined))
@@ -106,14 +109,17 @@ const sharedPaths = (output: unknown, input: unknown): Array<string> => {
 
 /** Whether an object anywhere in `u` has an own `__proto__` key. */
 const hasProtoKey = (u: unknown): boolean =>
-  isObject(u) && (Object.prototype.hasOwnProperty.call(u, "__proto__") || Object.keys(u).some((key) => hasProtoKey(u[key])))
+  isObject(u) &&
+  (Object.prototype.hasOwnProperty.call(u, "__proto__") || Object.keys(u).some((key) => hasProtoKey(u[key])))
 
 /** A copy that keeps what JSON would lose (undefined, NaN, -0), so the input stays the generator's. */
 const clone = (u: unknown): unknown => {
   if (Array.isArray(u)) return u.map(clone)
   if (isObject(u)) {
     const out: Record<string, unknown> = {}
-    for (const key of Object.keys(u)) Object.defineProperty(out, key, { value: clone(u[key]), enumerable: true, writable: true, configurable: true })
+    for (const key of Object.keys(u)) {
+      Object.defineProperty(out, key, { value: clone(u[key]), enumerable: true, writable: true, configurable: true })
+    }
     return out
   }
   return u
@@ -127,7 +133,9 @@ const expectSameAnswer = <A, I>(schema: Schema.Schema<A, I>, u: unknown) => {
   const expected = Schema.decodeUnknownEither(schema)(u)
   const actual = decoderFor(schema)(u)
   expect(formatted(actual)).toStrictEqual(formatted(expected))
-  if (actual._tag === "Right" && expected._tag === "Right") expect(keyOrder(actual.right)).toStrictEqual(keyOrder(expected.right))
+  if (actual._tag === "Right" && expected._tag === "Right") {
+    expect(keyOrder(actual.right)).toStrictEqual(keyOrder(expected.right))
+  }
   return expected
 }
 
@@ -155,7 +163,16 @@ const expectCompiledSound = <A, I>(schema: Schema.Schema<A, I>, u: unknown): boo
 // Damage
 // -------------------------------------------------------------------------------------------------
 
-const DamageKinds = ["extraKey", "replace", "arrayForObject", "null", "dropKey", "undefinedValue", "protoKey", "inheritedKey"] as const
+const DamageKinds = [
+  "extraKey",
+  "replace",
+  "arrayForObject",
+  "null",
+  "dropKey",
+  "undefinedValue",
+  "protoKey",
+  "inheritedKey"
+] as const
 interface Damage {
   readonly at: number
   readonly kind: (typeof DamageKinds)[number]
@@ -169,7 +186,19 @@ const damageArbitrary: FastCheck.Arbitrary<Damage> = FastCheck.record({
   // Names the schemas use too, so a damage often lands where it matters.
   key: FastCheck.oneof(
     FastCheck.string(),
-    FastCheck.constantFrom("__proto__", "constructor", "toString", "name", "resourceVersion", "metadata", "status", "s", "kind", "a", "b")
+    FastCheck.constantFrom(
+      "__proto__",
+      "constructor",
+      "toString",
+      "name",
+      "resourceVersion",
+      "metadata",
+      "status",
+      "s",
+      "kind",
+      "a",
+      "b"
+    )
   ),
   json: FastCheck.jsonValue()
 })
@@ -226,7 +255,12 @@ const applyDamage = (value: unknown, damages: ReadonlyArray<Damage>): unknown =>
       case "protoKey":
         // An own `__proto__`, as JSON.parse makes one.
         if (objectTarget !== undefined) {
-          Object.defineProperty(objectTarget, "__proto__", { value: clone(damage.json), enumerable: true, writable: true, configurable: true })
+          Object.defineProperty(objectTarget, "__proto__", {
+            value: clone(damage.json),
+            enumerable: true,
+            writable: true,
+            configurable: true
+          })
         }
         break
       case "inheritedKey":
@@ -243,7 +277,10 @@ const applyDamage = (value: unknown, damages: ReadonlyArray<Damage>): unknown =>
  * `acceptsValid`) with the Schema's output; damaged ones get the Schema's answer from `decoderFor`.
  * The damaged runs must have seen both outcomes, or they tested nothing.
  */
-const checkSchema = <A, I>(schema: Schema.Schema<A, I>, options: { readonly acceptsValid: boolean; readonly numRuns: number }) => {
+const checkSchema = <A, I>(
+  schema: Schema.Schema<A, I>,
+  options: { readonly acceptsValid: boolean; readonly numRuns: number }
+) => {
   const valid = Arbitrary.make(schema)
   FastCheck.assert(
     FastCheck.property(valid, (value) => {
@@ -279,11 +316,13 @@ describe("plainDecoder", () => {
     it("a struct of every supported leaf, arrays, a record, nested and optional structs", () =>
       checkSchema(Small, { acceptsValid: true, numRuns: 1000 }))
     it("keys Object.prototype also has", () => checkSchema(ProtoNames, { acceptsValid: true, numRuns: 500 }))
-    it("property signatures and an index signature together", () => checkSchema(Mixed, { acceptsValid: true, numRuns: 500 }))
+    it("property signatures and an index signature together", () =>
+      checkSchema(Mixed, { acceptsValid: true, numRuns: 500 }))
     it("an index signature of another type than the property signatures", () =>
       checkSchema(MixedUnknown, { acceptsValid: true, numRuns: 500 }))
     it("a recursive schema (suspend)", () => checkSchema(Tree, { acceptsValid: true, numRuns: 300 }))
-    it("unions whose members may decline: the Schema answers", () => checkSchema(Unions, { acceptsValid: false, numRuns: 500 }))
+    it("unions whose members may decline: the Schema answers", () =>
+      checkSchema(Unions, { acceptsValid: false, numRuns: 500 }))
   })
 
   it("the bench's Sandboxes (JSON round-tripped, with managedFields) are answered by the compiled path", () => {
@@ -302,9 +341,24 @@ describe("plainDecoder", () => {
   })
 
   it("drops excess keys and writes the schema's keys in the schema's order", () => {
-    const u = { extra: 1, b: false, rec: { z: 1, a: 2, "10": 3, "2": 4 }, either: 7, lit: null, s: "x", exactOptional: "e" }
+    const u = {
+      extra: 1,
+      b: false,
+      rec: { z: 1, a: 2, "10": 3, "2": 4 },
+      either: 7,
+      lit: null,
+      s: "x",
+      exactOptional: "e"
+    }
     const value = compile(Small.ast)!(u)
-    expect(value).toStrictEqual({ s: "x", b: false, lit: null, rec: { "2": 4, "10": 3, z: 1, a: 2 }, either: 7, exactOptional: "e" })
+    expect(value).toStrictEqual({
+      s: "x",
+      b: false,
+      lit: null,
+      rec: { "2": 4, "10": 3, z: 1, a: 2 },
+      either: 7,
+      exactOptional: "e"
+    })
     expect(Object.keys(value as object)).toStrictEqual(["s", "b", "lit", "rec", "either", "exactOptional"])
     expect(Object.keys((value as { rec: object }).rec)).toStrictEqual(["2", "10", "z", "a"])
     expectSameAnswer(Small, u)
@@ -322,7 +376,9 @@ describe("plainDecoder", () => {
     // Inherited: the Schema reads the required key through the prototype; the compiled path declines.
     const inherited = Object.create({ valueOf: "inherited" }) as object
     expect(run(inherited)).toBe(Declined)
-    expect(expectSameAnswer(ProtoNames, inherited)).toStrictEqual(Schema.decodeUnknownEither(ProtoNames)({ valueOf: "inherited" }))
+    expect(expectSameAnswer(ProtoNames, inherited)).toStrictEqual(
+      Schema.decodeUnknownEither(ProtoNames)({ valueOf: "inherited" })
+    )
     // A class instance: another prototype, declined.
     class Meta {
       valueOf = "v"
@@ -372,7 +428,9 @@ describe("plainDecoder", () => {
       expectSameAnswer(Sandbox, u)
     }
     const answer = decoderFor(Sandbox)({ metadata: { name: 5, resourceVersion: "1" } })
-    expect(Either.isLeft(answer) && ParseResult.TreeFormatter.formatErrorSync(answer.left)).toContain("Expected string, actual 5")
+    expect(Either.isLeft(answer) && ParseResult.TreeFormatter.formatErrorSync(answer.left)).toContain(
+      "Expected string, actual 5"
+    )
   })
 
   describe("schemas with an unsupported node are not compiled, and decode as the Schema does", () => {
@@ -400,7 +458,9 @@ describe("plainDecoder", () => {
     }
     it("NumberFromString inside a struct: the Schema's transformation is applied", () => {
       const schema = unsupported.transformation
-      expect(decoderFor(schema)({ n: "12", s: "x", extra: 1 })).toStrictEqual(Schema.decodeUnknownEither(schema)({ n: "12", s: "x" }))
+      expect(decoderFor(schema)({ n: "12", s: "x", extra: 1 })).toStrictEqual(
+        Schema.decodeUnknownEither(schema)({ n: "12", s: "x" })
+      )
       expect(formatted(decoderFor(schema)({ n: "twelve", s: "x" }))).toStrictEqual(
         formatted(Schema.decodeUnknownEither(schema)({ n: "twelve", s: "x" }))
       )
@@ -411,4 +471,3 @@ describe("plainDecoder", () => {
     })
   })
 })
-

@@ -4,20 +4,26 @@
  */
 import { HashMap, HashSet, Option } from "effect"
 import { describe, expect, it } from "vitest"
+import * as SandboxCache from "../src/internal/sandboxCache.ts"
 import type { FullList } from "../src/KubeClient.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../src/WatchEvent.ts"
-import * as SandboxCache from "../src/internal/sandboxCache.ts"
 import { added, bookmark, deleted, modified, sandbox } from "./support/ScriptedKubeClient.ts"
 
 const collector = () => {
   const told: Array<string> = []
   const tell: SandboxCache.Tell = (name, value) =>
-    told.push(Option.match(value, { onNone: () => `${name}:gone`, onSome: (s) => `${name}@${s.metadata.resourceVersion}` }))
+    told.push(
+      Option.match(value, { onNone: () => `${name}:gone`, onSome: (s) => `${name}@${s.metadata.resourceVersion}` })
+    )
   return { told, tell }
 }
 
-const list = (resourceVersion: string, items: ReadonlyArray<Sandbox>, undecodable: ReadonlyArray<UndecodableEvent> = []): FullList<Sandbox> => ({
+const list = (
+  resourceVersion: string,
+  items: ReadonlyArray<Sandbox>,
+  undecodable: ReadonlyArray<UndecodableEvent> = []
+): FullList<Sandbox> => ({
   items,
   undecodable,
   resourceVersion,
@@ -25,7 +31,11 @@ const list = (resourceVersion: string, items: ReadonlyArray<Sandbox>, undecodabl
   restarts: 0
 })
 
-const undecodableItem = (name: string, resourceVersion: string, eventType: UndecodableEvent["eventType"] = "ADDED"): UndecodableEvent => ({
+const undecodableItem = (
+  name: string,
+  resourceVersion: string,
+  eventType: UndecodableEvent["eventType"] = "ADDED"
+): UndecodableEvent => ({
   type: "UNDECODABLE",
   eventType,
   name,
@@ -128,7 +138,10 @@ describe("sandboxCache.applyList", () => {
 
   it("tombstones are bounded: past the limit a list keeps the newest", () => {
     let cache = listed("1")
-    const deletions = Array.from({ length: SandboxCache.MaxTombstones + 10 }, (_, i) => deleted(sandbox(`s${i}`, String(100 + i))))
+    const deletions = Array.from(
+      { length: SandboxCache.MaxTombstones + 10 },
+      (_, i) => deleted(sandbox(`s${i}`, String(100 + i)))
+    )
     cache = events(cache, deletions).applied.cache
     expect(HashMap.size(cache.tombstones)).toBe(SandboxCache.MaxTombstones + 10)
     cache = SandboxCache.applyList(cache, list("99999", []), [], () => {}).cache

@@ -52,7 +52,14 @@ const provideCluster = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     // The request deadlines are set past the pauses these tests measure (TestClock lists them as
     // sleeps); test/KubeClient.test.ts tests the deadlines themselves.
     KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(
-      Layer.provideMerge(SimulatedApiServer.layerWithKubeConfig({ resource: SandboxResource, namespace: "ns", historySize: 20, bookmarkInterval: "1 hour" }))
+      Layer.provideMerge(
+        SimulatedApiServer.layerWithKubeConfig({
+          resource: SandboxResource,
+          namespace: "ns",
+          historySize: 20,
+          bookmarkInterval: "1 hour"
+        })
+      )
     )
   )
 
@@ -68,7 +75,11 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
           ["2", true, undefined]
         ])
         const [firstWatch] = yield* server.requestsOf("watch")
-        expect(firstWatch?.query).toMatchObject({ allowWatchBookmarks: "true", timeoutSeconds: "240", labelSelector: "jr2.dev/run" })
+        expect(firstWatch?.query).toMatchObject({
+          allowWatchBookmarks: "true",
+          timeoutSeconds: "240",
+          labelSelector: "jr2.dev/run"
+        })
 
         const s1 = yield* record(watch.changes("s1"))
         const s2 = yield* record(watch.changes("s2"))
@@ -224,7 +235,9 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
   it.scoped("9. a 401 makes the client read its credentials afresh: the watch resumes with the rotated token", () =>
     Effect.gen(function*() {
       const server = Context.get(
-        yield* Layer.build(SimulatedApiServer.layer({ resource: SandboxResource, namespace: "ns", token: "token-generation-0" })),
+        yield* Layer.build(
+          SimulatedApiServer.layer({ resource: SandboxResource, namespace: "ns", token: "token-generation-0" })
+        ),
         SimulatedApiServer.SimulatedApiServer
       )
       // A credential source like a rotated token file: each invalidation reads the next generation.

@@ -1,5 +1,23 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Exit, Fiber, FiberRef, Logger, Metric, Option, Random, Ref, Scope, Stream, Supervisor, TestClock } from "effect"
+import {
+  Chunk,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  FiberRef,
+  Logger,
+  Metric,
+  Option,
+  Random,
+  Ref,
+  Scope,
+  Stream,
+  Supervisor,
+  TestClock
+} from "effect"
+import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import {
@@ -15,7 +33,6 @@ import {
   transportError
 } from "./support/ScriptedKubeClient.ts"
 import { nextPause } from "./support/waiting.ts"
-import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 
 // -- harness -----------------------------------------------------------------------------------
 
@@ -30,7 +47,12 @@ const start = (options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
       Scope.extend(scope),
       Effect.supervised(fibers)
     )
-    return { kube, watch, stop: Scope.close(scope, Exit.void), liveFibers: Effect.map(fibers.value, (all) => all.length) }
+    return {
+      kube,
+      watch,
+      stop: Scope.close(scope, Exit.void),
+      liveFibers: Effect.map(fibers.value, (all) => all.length)
+    }
   })
 
 /** What a subscriber was told, as short strings: `name@rv:phase` or `gone`. */
@@ -43,7 +65,9 @@ const describeTold = (value: Option.Option<Sandbox>) =>
 const subscribe = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
   Effect.gen(function*() {
     const told = yield* Ref.make<ReadonlyArray<string>>([])
-    const fiber = yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
+    const fiber = yield* Effect.forkScoped(
+      Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)]))
+    )
     yield* settle
     return { told: Ref.get(told), fiber }
   })
@@ -163,7 +187,9 @@ describe("SandboxWatch", () => {
       expect(lists[1]?.options.resourceVersion).toBeUndefined()
       expect(describeTold(yield* watch.get("a"))).toBe("a@55:Ready")
       expect((yield* watch.health).relists).toBe(1)
-      expect(yield* logs.lines).toContain("resourceVersion 11 expired (too old resource version: 10 (50)); re-listing now")
+      expect(yield* logs.lines).toContain(
+        "resourceVersion 11 expired (too old resource version: 10 (50)); re-listing now"
+      )
     }))
 
   it.scoped("5. a watch that says only ERROR re-lists after one back-off floor", () =>
@@ -355,11 +381,15 @@ describe("SandboxWatch", () => {
       const logs = yield* captureLogs
       const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
       yield* kube.respondList(
-        Either.left(statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\""))
+        Either.left(
+          statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\"")
+        )
       )
       yield* adjustAfterSleep(500)
       yield* kube.respondList(
-        Either.left(statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\""))
+        Either.left(
+          statusError(403, "Forbidden", "sandboxes.jr2.dev is forbidden: User \"u\" cannot list resource \"sandboxes\"")
+        )
       )
       yield* adjustAfterSleep(1000)
       yield* kube.respondList(fullList("10", sandbox("a", "5")))
@@ -473,13 +503,18 @@ describe("SandboxWatch", () => {
       const comes = yield* subscribe(watch.changes("comes"))
       const all = yield* Ref.make<ReadonlyArray<string>>([])
       yield* Effect.forkScoped(
-        Stream.runForEach(watch.allChanges, (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]))
+        Stream.runForEach(
+          watch.allChanges,
+          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
+        )
       )
       yield* settle
       yield* Ref.set(all, [])
       const w = yield* kube.nextWatch
       yield* w.emit(errorEvent(410, "Expired", "too old"))
-      yield* kube.respondList(fullList("40", sandbox("same", "1"), sandbox("changes", "33", "Ready"), sandbox("comes", "35")))
+      yield* kube.respondList(
+        fullList("40", sandbox("same", "1"), sandbox("changes", "33", "Ready"), sandbox("comes", "35"))
+      )
       yield* adjustAfterSleep(500)
       yield* kube.nextWatch
       yield* eventually(comes.told, (t) => t.length === 2)
@@ -487,7 +522,11 @@ describe("SandboxWatch", () => {
       expect(yield* changes.told).toEqual(["changes@2:Pending", "changes@33:Ready"])
       expect(yield* goes.told).toEqual(["goes@3:Pending", "gone"])
       expect(yield* comes.told).toEqual(["gone", "comes@35:Pending"])
-      expect([...(yield* Ref.get(all))].sort()).toEqual(["changes=changes@33:Ready", "comes=comes@35:Pending", "goes=gone"])
+      expect([...(yield* Ref.get(all))].sort()).toEqual([
+        "changes=changes@33:Ready",
+        "comes=comes@35:Pending",
+        "goes=gone"
+      ])
       const snapshot = yield* watch.snapshot
       expect([...snapshot.keys()].sort()).toEqual(["changes", "comes", "same"])
     }))
@@ -520,7 +559,13 @@ describe("SandboxWatch", () => {
       yield* w.fail(statusError(500, "", "502 page", {}))
       yield* adjustAfterSleep(1000)
       w = yield* kube.nextWatch
-      yield* w.emit({ type: "UNDECODABLE", eventType: "MODIFIED", name: "a", resourceVersion: "13", problem: "status.phase: expected string" })
+      yield* w.emit({
+        type: "UNDECODABLE",
+        eventType: "MODIFIED",
+        name: "a",
+        resourceVersion: "13",
+        problem: "status.phase: expected string"
+      })
       yield* w.end
       w = yield* kube.nextWatch
       expect(w.options.resourceVersion).toBe("13")
@@ -571,7 +616,9 @@ describe("SandboxWatch", () => {
     Effect.gen(function*() {
       const { kube, watch } = yield* start()
       const early = yield* subscribe(watch.changes("b"))
-      const waited = yield* Effect.forkScoped(watch.waitFor("b", (value) => Effect.succeed(Option.map(value, (s) => describeTold(Option.some(s))))))
+      const waited = yield* Effect.forkScoped(
+        watch.waitFor("b", (value) => Effect.succeed(Option.map(value, (s) => describeTold(Option.some(s)))))
+      )
       yield* kube.respondList(Either.right({
         items: [sandbox("a", "5")],
         undecodable: [{
@@ -652,7 +699,13 @@ describe("SandboxWatch", () => {
       const w1 = yield* kube.nextWatch
       yield* w1.emit(bookmark("11"), {
         type: "ERROR",
-        status: { kind: "Status", code: 429, reason: "TooManyRequests", message: "slow down", details: { retryAfterSeconds: 2 } }
+        status: {
+          kind: "Status",
+          code: 429,
+          reason: "TooManyRequests",
+          message: "slow down",
+          details: { retryAfterSeconds: 2 }
+        }
       })
       expect(yield* nextPause()).toBe(2000)
       yield* TestClock.adjust("2 seconds")
@@ -664,7 +717,11 @@ describe("SandboxWatch", () => {
   it.scoped("15. a line over the cap is retried once from the same resourceVersion, then re-listed", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "100 millis" })
-      const tooLong = new KubeLineTooLongError({ path: "/watch", message: "a watch line exceeded 16 MiB", limitBytes: 16 })
+      const tooLong = new KubeLineTooLongError({
+        path: "/watch",
+        message: "a watch line exceeded 16 MiB",
+        limitBytes: 16
+      })
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.fail(tooLong)
@@ -758,8 +815,13 @@ describe("SandboxWatch", () => {
       const { kube, watch } = yield* start()
       yield* kube.respondList(fullList("10", sandbox("a", "1")))
       const thrower = yield* Effect.forkScoped(
-        Stream.runForEach(watch.changes("a"), (v) =>
-          Option.isSome(v) && v.value.metadata.resourceVersion === "11" ? Effect.die(new Error("subscriber bug")) : Effect.void)
+        Stream.runForEach(
+          watch.changes("a"),
+          (v) =>
+            Option.isSome(v) && v.value.metadata.resourceVersion === "11"
+              ? Effect.die(new Error("subscriber bug"))
+              : Effect.void
+        )
       )
       const good = yield* subscribe(watch.changes("a"))
       const w = yield* kube.nextWatch

@@ -6,10 +6,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Context, Duration, Effect, Either, Exit, Layer, Option, Redacted, Scope, TestClock } from "effect"
+import { parseFieldSelector, parseLabelSelector } from "../src/internal/simulator/labelSelector.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { SandboxResource } from "../src/Sandbox.ts"
 import * as Sim from "../src/SimulatedApiServer.ts"
-import { parseFieldSelector, parseLabelSelector } from "../src/internal/simulator/labelSelector.ts"
 
 const collectionPath = "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes"
 
@@ -87,7 +87,9 @@ const openStream = (url: string, headers?: Record<string, string>) =>
       }
     })
     const line = Effect.flatMap(next, (read) =>
-      read._tag === "Line" ? Effect.succeed(read.text) : Effect.dieMessage(`expected a line, got ${JSON.stringify(read)}`))
+      read._tag === "Line"
+        ? Effect.succeed(read.text)
+        : Effect.dieMessage(`expected a line, got ${JSON.stringify(read)}`))
     const reader_: WatchReader = {
       status: response.status,
       headers: response.headers,
@@ -107,7 +109,8 @@ const awaitSleeps = (count: number) =>
     }
   })
 
-const serverLayer = (options?: Partial<Sim.Options>) => Sim.layer({ resource: SandboxResource, namespace: "ns", ...options })
+const serverLayer = (options?: Partial<Sim.Options>) =>
+  Sim.layer({ resource: SandboxResource, namespace: "ns", ...options })
 
 /** Runs a test body against a fresh server. */
 const withServer = <A, E, R>(
@@ -118,9 +121,16 @@ const withServer = <A, E, R>(
 const names = (listBody: string): Array<string> =>
   (JSON.parse(listBody).items as Array<{ metadata: { name: string } }>).map((item) => item.metadata.name)
 
-const seed = (server: Sim.SimulatedApiServerService, items: ReadonlyArray<readonly [string, Record<string, string>?]>) =>
-  Effect.forEach(items, ([name, labels]) =>
-    server.create({ metadata: { name, ...(labels === undefined ? {} : { labels }) }, spec: { repos: [] } }), { discard: true })
+const seed = (
+  server: Sim.SimulatedApiServerService,
+  items: ReadonlyArray<readonly [string, Record<string, string>?]>
+) =>
+  Effect.forEach(
+    items,
+    ([name, labels]) =>
+      server.create({ metadata: { name, ...(labels === undefined ? {} : { labels }) }, spec: { repos: [] } }),
+    { discard: true }
+  )
 
 describe("SimulatedApiServer: objects", () => {
   it.scoped("creates over HTTP: 201, server-set metadata, status dropped, keys sorted like a Go map", () =>
@@ -181,7 +191,11 @@ describe("SimulatedApiServer: objects", () => {
   it.scoped("PUT needs the current resourceVersion (409 Conflict when stale, 422 when absent) and ignores status", () =>
     withServer((server) =>
       Effect.gen(function*() {
-        const created = yield* server.create({ metadata: { name: "a" }, spec: { repos: [] }, status: { phase: "Pending" } })
+        const created = yield* server.create({
+          metadata: { name: "a" },
+          spec: { repos: [] },
+          status: { phase: "Pending" }
+        })
         const url = `${server.url}${collectionPath}/a`
         const stale = yield* json("PUT", url, { metadata: { name: "a", resourceVersion: "1" }, spec: {} })
         expect(stale.status).toBe(409)
@@ -213,10 +227,20 @@ describe("SimulatedApiServer: objects", () => {
       Effect.gen(function*() {
         yield* server.create({ metadata: { name: "a" }, spec: { repos: [] } })
         const url = `${server.url}${collectionPath}/a`
-        const wrongType = yield* json("PATCH", url, { metadata: { labels: { x: "1" } } }, "application/strategic-merge-patch+json")
+        const wrongType = yield* json(
+          "PATCH",
+          url,
+          { metadata: { labels: { x: "1" } } },
+          "application/strategic-merge-patch+json"
+        )
         expect(wrongType.status).toBe(415)
         expect(JSON.parse(wrongType.body).reason).toBe("UnsupportedMediaType")
-        const labels = yield* json("PATCH", url, { metadata: { labels: { x: "1" } }, status: { phase: "Ready" } }, "application/merge-patch+json")
+        const labels = yield* json(
+          "PATCH",
+          url,
+          { metadata: { labels: { x: "1" } }, status: { phase: "Ready" } },
+          "application/merge-patch+json"
+        )
         expect(labels.status).toBe(200)
         expect(JSON.parse(labels.body).metadata.labels).toEqual({ x: "1" })
         expect(JSON.parse(labels.body).metadata.generation).toBe(1)
@@ -242,7 +266,12 @@ describe("SimulatedApiServer: objects", () => {
         expect(JSON.parse(statusPut.body).status).toEqual({ phase: "Lost" })
         const specPatch = yield* json("PATCH", url, { spec: { repos: [{ key: "k" }] } }, "application/merge-patch+json")
         expect(JSON.parse(specPatch.body).metadata.generation).toBe(2)
-        const stalePatch = yield* json("PATCH", url, { metadata: { resourceVersion: "2" }, spec: {} }, "application/merge-patch+json")
+        const stalePatch = yield* json(
+          "PATCH",
+          url,
+          { metadata: { resourceVersion: "2" }, spec: {} },
+          "application/merge-patch+json"
+        )
         expect(stalePatch.status).toBe(409)
       })
     ))
@@ -269,7 +298,9 @@ describe("SimulatedApiServer: objects", () => {
         yield* server.mergePatch("f", { metadata: { finalizers: null } })
         expect(yield* server.get("f")).toEqual(Option.none())
         const error = yield* Effect.flip(server.delete("f"))
-        expect(error).toEqual(new Sim.SimulatedWriteError({ code: 404, reason: "NotFound", message: `sandboxes.jr2.dev "f" not found` }))
+        expect(error).toEqual(
+          new Sim.SimulatedWriteError({ code: 404, reason: "NotFound", message: `sandboxes.jr2.dev "f" not found` })
+        )
       })
     ))
 })
@@ -335,7 +366,9 @@ describe("SimulatedApiServer: list", () => {
           yield* seed(server, [["d"], ["e"], ["f"], ["g"]]) // the window of 3 now starts after rv 5
           const reply = yield* send(`${server.url}${collectionPath}?limit=1&continue=${page1.metadata.continue}`)
           expect(reply.status).toBe(410)
-          const token = Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", rv: -1, start: "a\u0000" })).toString("base64url")
+          const token = Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", rv: -1, start: "a\u0000" })).toString(
+            "base64url"
+          )
           expect(reply.body).toBe(
             `{"kind":"Status","apiVersion":"v1","metadata":{"continue":"${token}"},"status":"Failure","message":"The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.","reason":"Expired","code":410}\n`
           )
@@ -347,7 +380,9 @@ describe("SimulatedApiServer: list", () => {
           expect(JSON.parse(garbage.body).reason).toBe("BadRequest")
           const withVersion = yield* send(`${server.url}${collectionPath}?continue=${token}&resourceVersion=5`)
           expect(withVersion.status).toBe(400)
-          expect(JSON.parse(withVersion.body).message).toBe("specifying resource version is not allowed when using continue")
+          expect(JSON.parse(withVersion.body).message).toBe(
+            "specifying resource version is not allowed when using continue"
+          )
         }),
       { historySize: 3 }
     ))
@@ -362,7 +397,8 @@ describe("SimulatedApiServer: list", () => {
           ["d", {}]
         ])
         const select = (selector: string) =>
-          Effect.map(send(`${server.url}${collectionPath}?labelSelector=${encodeURIComponent(selector)}`), (r) => names(r.body))
+          Effect.map(send(`${server.url}${collectionPath}?labelSelector=${encodeURIComponent(selector)}`), (r) =>
+            names(r.body))
         expect(yield* select("env=prod")).toEqual(["a"])
         expect(yield* select("env==dev")).toEqual(["b"])
         expect(yield* select("env!=prod")).toEqual(["b", "c", "d"])
@@ -379,7 +415,9 @@ describe("SimulatedApiServer: list", () => {
         )
         // A selector narrows the page but remainingItemCount is then not reported, as etcd cannot count it.
         const paged = JSON.parse((yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=1`)).body)
-        expect(paged.items.map((i: any) => i.metadata.name)).toEqual(["a"])
+        expect(paged.items.map((i: any) =>
+          i.metadata.name
+        )).toEqual(["a"])
         expect(paged.metadata.remainingItemCount).toBeUndefined()
         expect(paged.metadata.continue).not.toBe("")
         // etcd pages keys, not matches: a full page with keys after it (selected or not) has a
@@ -387,7 +425,10 @@ describe("SimulatedApiServer: list", () => {
         const full = JSON.parse((yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=2`)).body)
         expect(full.items.map((i: any) => i.metadata.name)).toEqual(["a", "b"])
         expect(full.metadata.continue).not.toBe("")
-        const empty = JSON.parse((yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=2&continue=${full.metadata.continue}`)).body)
+        const empty = JSON.parse(
+          (yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=2&continue=${full.metadata.continue}`))
+            .body
+        )
         expect([empty.items, empty.metadata.continue]).toEqual([[], ""])
         // A page that is not full read to the end of the keys: no token.
         const short = JSON.parse((yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=3`)).body)
@@ -423,7 +464,9 @@ describe("SimulatedApiServer: list", () => {
         Either.right({ requirements: [{ field: "metadata.name", op: "!=", value: "a,b" }] })
       )
       expect(parseFieldSelector("status.phase=Ready")).toEqual(
-        Either.left({ message: `"status.phase" is not a known field selector: only "metadata.name", "metadata.namespace"` })
+        Either.left({
+          message: `"status.phase" is not a known field selector: only "metadata.name", "metadata.namespace"`
+        })
       )
     }))
 
@@ -442,7 +485,11 @@ describe("SimulatedApiServer: list", () => {
         expect(JSON.parse(all.body).items.map((i: any) => i.metadata.namespace)).toEqual(["ns", "other"])
         // Across namespaces, pages go by namespace then name and the token's start key says both.
         const page = JSON.parse((yield* send(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?limit=3`)).body)
-        expect(page.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`)).toEqual(["ns/a", "ns/b", "ns/c"])
+        expect(page.items.map((i: any) => `${i.metadata.namespace}/${i.metadata.name}`)).toEqual([
+          "ns/a",
+          "ns/b",
+          "ns/c"
+        ])
         expect(JSON.parse(Buffer.from(page.metadata.continue, "base64url").toString()).start).toBe("ns/c\u0000")
         const rest = JSON.parse(
           (yield* send(`${server.url}/apis/jr2.dev/v1alpha1/sandboxes?limit=3&continue=${page.metadata.continue}`)).body
@@ -468,7 +515,10 @@ describe("SimulatedApiServer: list", () => {
           expect(names((yield* list("resourceVersion=")).body)).toEqual(["b"])
           expect(names((yield* list("resourceVersion=0")).body)).toEqual(["b"])
           const exact = JSON.parse((yield* list("resourceVersion=3&resourceVersionMatch=Exact")).body)
-          expect([exact.items.map((i: any) => i.metadata.name), exact.metadata.resourceVersion]).toEqual([["a", "b"], "3"])
+          expect([exact.items.map((i: any) => i.metadata.name), exact.metadata.resourceVersion]).toEqual([
+            ["a", "b"],
+            "3"
+          ])
           // With a limit and no match, a resourceVersion is exact too.
           expect(names((yield* list("resourceVersion=2&limit=10")).body)).toEqual(["a"])
           expect(names((yield* list("resourceVersion=2&resourceVersionMatch=NotOlderThan")).body)).toEqual(["b"])
@@ -494,7 +544,8 @@ describe("SimulatedApiServer: list", () => {
 })
 
 describe("SimulatedApiServer: watch", () => {
-  const watchUrl = (server: Sim.SimulatedApiServerService, query: string) => `${server.url}${collectionPath}?watch=true&${query}`
+  const watchUrl = (server: Sim.SimulatedApiServerService, query: string) =>
+    `${server.url}${collectionPath}?watch=true&${query}`
 
   it.scoped("from no resourceVersion: ADDED for each object, then live events, chunked application/json", () =>
     withServer((server) =>
@@ -505,7 +556,9 @@ describe("SimulatedApiServer: watch", () => {
         expect(watch.headers.get("content-type")).toBe("application/json")
         expect(watch.headers.get("transfer-encoding")).toBe("chunked")
         const first = yield* watch.line
-        expect(first.startsWith(`{"type":"ADDED","object":{"apiVersion":"jr2.dev/v1alpha1","kind":"Sandbox","metadata":{`)).toBe(true)
+        expect(
+          first.startsWith(`{"type":"ADDED","object":{"apiVersion":"jr2.dev/v1alpha1","kind":"Sandbox","metadata":{`)
+        ).toBe(true)
         expect(JSON.parse(first).object.metadata.name).toBe("a")
         expect((yield* watch.json).object.metadata.name).toBe("b")
         yield* server.awaitOpenWatches(1)
@@ -539,7 +592,11 @@ describe("SimulatedApiServer: watch", () => {
         yield* server.awaitOpenWatches(1)
         yield* server.delete("c")
         const deleted = yield* watch.json
-        expect([deleted.type, deleted.object.metadata.name, deleted.object.metadata.resourceVersion]).toEqual(["DELETED", "c", "6"])
+        expect([deleted.type, deleted.object.metadata.name, deleted.object.metadata.resourceVersion]).toEqual([
+          "DELETED",
+          "c",
+          "6"
+        ])
       })
     ))
 
@@ -577,7 +634,9 @@ describe("SimulatedApiServer: watch", () => {
       (server) =>
         Effect.gen(function*() {
           yield* seed(server, [["a"]])
-          const watch = yield* openStream(watchUrl(server, "resourceVersion=2&allowWatchBookmarks=true&timeoutSeconds=12"))
+          const watch = yield* openStream(
+            watchUrl(server, "resourceVersion=2&allowWatchBookmarks=true&timeoutSeconds=12")
+          )
           yield* server.awaitOpenWatches(1)
           yield* awaitSleeps(2)
           // Nothing newer than resourceVersion 2 yet: the first interval passes without a bookmark,
@@ -607,7 +666,9 @@ describe("SimulatedApiServer: watch", () => {
           yield* seed(server, [["a"]])
           yield* server.mergePatch("a", { metadata: { labels: { x: "y" } } })
           // From resourceVersion 2: the change at 3 is replayed; nothing newer follows.
-          const watch = yield* openStream(watchUrl(server, "resourceVersion=2&allowWatchBookmarks=true&timeoutSeconds=12"))
+          const watch = yield* openStream(
+            watchUrl(server, "resourceVersion=2&allowWatchBookmarks=true&timeoutSeconds=12")
+          )
           expect((yield* watch.json).object.metadata.resourceVersion).toBe("3")
           yield* server.awaitOpenWatches(1)
           yield* awaitSleeps(2)
@@ -639,14 +700,23 @@ describe("SimulatedApiServer: watch", () => {
         yield* server.mergePatch("b", { spec: { repos: [{ key: "x" }] } }) // rv 5: never in
         yield* server.mergePatch("b", { metadata: { labels: { run: "r1" } } }) // rv 6: enters
         const left = yield* watch.json
-        expect([left.type, left.object.metadata.name, left.object.metadata.resourceVersion, left.object.metadata.labels]).toEqual([
+        expect([
+          left.type,
+          left.object.metadata.name,
+          left.object.metadata.resourceVersion,
+          left.object.metadata.labels
+        ]).toEqual([
           "DELETED",
           "a",
           "4",
           { run: "r1" }
         ])
         const entered = yield* watch.json
-        expect([entered.type, entered.object.metadata.name, entered.object.metadata.resourceVersion]).toEqual(["ADDED", "b", "6"])
+        expect([entered.type, entered.object.metadata.name, entered.object.metadata.resourceVersion]).toEqual([
+          "ADDED",
+          "b",
+          "6"
+        ])
       })
     ))
 
@@ -661,7 +731,11 @@ describe("SimulatedApiServer: watch", () => {
         yield* server.delete("a")
         yield* server.delete("b")
         const deleted = yield* watch.json
-        expect([deleted.type, deleted.object.metadata.name, deleted.object.metadata.resourceVersion]).toEqual(["DELETED", "b", "5"])
+        expect([deleted.type, deleted.object.metadata.name, deleted.object.metadata.resourceVersion]).toEqual([
+          "DELETED",
+          "b",
+          "5"
+        ])
       })
     ))
 
@@ -670,7 +744,10 @@ describe("SimulatedApiServer: watch", () => {
       Effect.gen(function*() {
         yield* seed(server, [["a"], ["b"]])
         const watch = yield* openStream(
-          watchUrl(server, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion=")
+          watchUrl(
+            server,
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&resourceVersion="
+          )
         )
         expect([(yield* watch.json).object.metadata.name, (yield* watch.json).object.metadata.name]).toEqual(["a", "b"])
         expect(yield* watch.line).toBe(
@@ -704,7 +781,8 @@ describe("SimulatedApiServer: auth and RBAC", () => {
           const right = yield* send(server.url + collectionPath, { headers: { authorization: "Bearer s3cret" } })
           expect(right.status).toBe(200)
           yield* server.setToken("rotated")
-          expect((yield* send(server.url + collectionPath, { headers: { authorization: "Bearer s3cret" } })).status).toBe(401)
+          expect((yield* send(server.url + collectionPath, { headers: { authorization: "Bearer s3cret" } })).status)
+            .toBe(401)
           expect(Option.map(yield* server.token, Redacted.value)).toEqual(Option.some("rotated"))
         }),
       { token: "s3cret" }
@@ -762,12 +840,14 @@ describe("SimulatedApiServer: faults", () => {
       Effect.gen(function*() {
         yield* server.failNext(1, "TooManyRequestsText")
         const reply = yield* send(server.url + collectionPath)
-        expect([reply.status, reply.headers.get("content-type"), reply.headers.get("retry-after"), reply.body]).toEqual([
-          429,
-          "text/plain; charset=utf-8",
-          "1",
-          "Too many requests, please try again later.\n"
-        ])
+        expect([reply.status, reply.headers.get("content-type"), reply.headers.get("retry-after"), reply.body]).toEqual(
+          [
+            429,
+            "text/plain; charset=utf-8",
+            "1",
+            "Too many requests, please try again later.\n"
+          ]
+        )
       })
     ))
 
@@ -924,10 +1004,16 @@ describe("SimulatedApiServer: counters, lifecycle, KubeConfig", () => {
         yield* json("POST", server.url + collectionPath, { metadata: { name: "a" } })
         yield* send(`${server.url}${collectionPath}/a`)
         yield* json("PATCH", `${server.url}${collectionPath}/a/status`, { status: {} }, "application/merge-patch+json")
-        const watch = yield* openStream(`${server.url}${collectionPath}?watch=true&resourceVersion=2&allowWatchBookmarks=true`)
+        const watch = yield* openStream(
+          `${server.url}${collectionPath}?watch=true&resourceVersion=2&allowWatchBookmarks=true`
+        )
         expect(watch.status).toBe(200)
         const watches = yield* server.awaitRequests(1, "watch")
-        expect(watches.map((r) => r.query)).toEqual([{ watch: "true", resourceVersion: "2", allowWatchBookmarks: "true" }])
+        expect(watches.map((r) => r.query)).toEqual([{
+          watch: "true",
+          resourceVersion: "2",
+          allowWatchBookmarks: "true"
+        }])
         const all = yield* server.requests
         expect(all.map((r) => [r.verb, r.method, r.name, r.subresource])).toEqual([
           ["list", "GET", undefined, undefined],
@@ -953,7 +1039,9 @@ describe("SimulatedApiServer: counters, lifecycle, KubeConfig", () => {
       yield* server.awaitOpenWatches(1)
       yield* Scope.close(scope, Exit.void)
       expect(yield* watch.next).toEqual({ _tag: "End", rest: "" })
-      const refused = yield* Effect.promise(() => fetch(server.url + collectionPath).then(() => "answered", () => "refused"))
+      const refused = yield* Effect.promise(() =>
+        fetch(server.url + collectionPath).then(() => "answered", () => "refused")
+      )
       expect(refused).toBe("refused")
       yield* Scope.close(watchScope, Exit.void)
     }))

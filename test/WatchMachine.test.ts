@@ -4,11 +4,11 @@
  */
 import { Duration } from "effect"
 import { describe, expect, it } from "vitest"
+import type { Pause, RoundEnd, WatchState } from "../src/internal/watchMachine.ts"
+import * as WatchMachine from "../src/internal/watchMachine.ts"
 import type { KubeClientError } from "../src/KubeError.ts"
 import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 import type { Status } from "../src/KubeStatus.ts"
-import type { Pause, RoundEnd, WatchState } from "../src/internal/watchMachine.ts"
-import * as WatchMachine from "../src/internal/watchMachine.ts"
 import { statusError, transportError } from "./support/ScriptedKubeClient.ts"
 
 const { RoundEnd: End, WatchState: State } = WatchMachine
@@ -21,8 +21,7 @@ const settings: WatchMachine.MachineSettings = {
 }
 
 const listing = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason })
-const watching = (resourceVersion: string, oversizedAt?: string) =>
-  State.Watching({ resourceVersion, oversizedAt })
+const watching = (resourceVersion: string, oversizedAt?: string) => State.Watching({ resourceVersion, oversizedAt })
 
 /** A row's expectation, short: the next state, the pause, the restart reason. */
 const show = (state: WatchState) =>
@@ -206,7 +205,11 @@ const rows: ReadonlyArray<Row> = [
   {
     rule: "7. a 500: the back-off",
     from: watching("10"),
-    end: End.WatchFailed({ error: statusError(500, "InternalError", "etcdserver: request timed out"), resourceVersion: "10", heard: false }),
+    end: End.WatchFailed({
+      error: statusError(500, "InternalError", "etcdserver: request timed out"),
+      resourceVersion: "10",
+      heard: false
+    }),
     next: "watch(10)",
     pause: "backoff",
     restart: "500"
@@ -215,7 +218,11 @@ const rows: ReadonlyArray<Row> = [
     rule: "7. a malformed line: the back-off",
     from: watching("10"),
     end: End.WatchFailed({
-      error: new KubeMalformedLineError({ path: "/watch", message: "a watch line is not JSON: {oops", excerpt: "{oops" }),
+      error: new KubeMalformedLineError({
+        path: "/watch",
+        message: "a watch line is not JSON: {oops",
+        excerpt: "{oops"
+      }),
       resourceVersion: "11",
       heard: true
     }),

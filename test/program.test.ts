@@ -41,7 +41,9 @@ const sandbox = (name: string, status?: object) => ({
 interface Line {
   readonly event: string
   readonly name?: string
-  readonly sandbox?: { readonly metadata: { readonly name: string }; readonly status?: { readonly phase?: string } } | null
+  readonly sandbox?:
+    | { readonly metadata: { readonly name: string }; readonly status?: { readonly phase?: string } }
+    | null
 }
 const parse = (line: string): Line => JSON.parse(line) as Line
 /** A change line, shortly: `name phase`, `name -` without a phase, `name gone`. */
@@ -60,87 +62,113 @@ const changeOf = (name: string, what: (l: Line) => boolean) => (line: string) =>
 }
 
 describe("sandbox-watch --output ndjson against a simulated API server", () => {
-  it.scopedLive("tells the first list, then synced, then every change and deletion; SIGTERM exits 0", () =>
-    Effect.gen(function*() {
-      const server = yield* Sim.SimulatedApiServer
-      yield* server.create(sandbox("a", { phase: "Pending" }))
-      yield* server.create(sandbox("b"))
-      // Not under the selector: never told.
-      yield* server.create({ apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { name: "unlabelled" } })
-      const dir = yield* tempDir
-      const kubeconfig = join(dir, "kubeconfig")
-      writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+  it.scopedLive(
+    "tells the first list, then synced, then every change and deletion; SIGTERM exits 0",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        yield* server.create(sandbox("b"))
+        // Not under the selector: never told.
+        yield* server.create({ apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { name: "unlabelled" } })
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
 
-      const program = yield* Program.start(["--kubeconfig", kubeconfig, "--output", "ndjson"], { HOME: dir })
-      const synced = yield* program.awaitStdout(isSynced)
-      const initial = (yield* program.stdout).slice(0, synced).map(short).sort()
-      expect(initial).toStrictEqual(["a Pending", "b -"])
+        const program = yield* Program.start(["--kubeconfig", kubeconfig, "--output", "ndjson"], { HOME: dir })
+        const synced = yield* program.awaitStdout(isSynced)
+        const initial = (yield* program.stdout).slice(0, synced).map(short).sort()
+        expect(initial).toStrictEqual(["a Pending", "b -"])
 
-      yield* server.create(sandbox("c"))
-      yield* program.awaitStdout(changeOf("c", (l) => l.sandbox !== null), synced)
-      yield* server.mergePatch("a", { status: { phase: "Ready", endpoint: "10.0.0.1:7000" } }, { subresource: "status" })
-      yield* program.awaitStdout(changeOf("a", (l) => l.sandbox?.status?.phase === "Ready"), synced)
-      yield* server.delete("b")
-      yield* program.awaitStdout(changeOf("b", (l) => l.sandbox === null), synced)
-      // A Sandbox that stops matching the selector is gone as far as the watch can say.
-      yield* server.mergePatch("c", { metadata: { labels: { "jr2.dev/run": null } } })
-      yield* program.awaitStdout(changeOf("c", (l) => l.sandbox === null), synced)
+        yield* server.create(sandbox("c"))
+        yield* program.awaitStdout(changeOf("c", (l) => l.sandbox !== null), synced)
+        yield* server.mergePatch("a", { status: { phase: "Ready", endpoint: "10.0.0.1:7000" } }, {
+          subresource: "status"
+        })
+        yield* program.awaitStdout(changeOf("a", (l) => l.sandbox?.status?.phase === "Ready"), synced)
+        yield* server.delete("b")
+        yield* program.awaitStdout(changeOf("b", (l) => l.sandbox === null), synced)
+        // A Sandbox that stops matching the selector is gone as far as the watch can say.
+        yield* server.mergePatch("c", { metadata: { labels: { "jr2.dev/run": null } } })
+        yield* program.awaitStdout(changeOf("c", (l) => l.sandbox === null), synced)
 
-      yield* program.kill("SIGTERM")
-      expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
 
-      const stdout = yield* program.stdout
-      expect(stdout.slice(synced).map(short)).toStrictEqual(["synced", "c -", "a Ready", "b gone", "c gone"])
-      // The cached object as decoded: its metadata, spec and status, nothing the schema drops.
-      const ready = parse(stdout.find(changeOf("a", (l) => l.sandbox?.status?.phase === "Ready"))!)
-      expect(ready.sandbox).toMatchObject({
-        metadata: { name: "a", namespace: "ns" },
-        spec: { resources: { limits: { memory: "256Mi" } } },
-        status: { phase: "Ready", endpoint: "10.0.0.1:7000" }
-      })
-      const stderr = yield* program.stderr
-      expect(stderr[0]).toMatch(/^sandbox-watch: watching Sandboxes in namespace ns \(selector jr2\.dev\/run\) on http:\/\/127\.0\.0\.1:\d+/)
-      expect([...stdout, ...stderr].some((l) => l.includes(Token))).toBe(false)
-      // The watch asked what it should, of the namespace the context named.
-      const lists = yield* server.requestsOf("list")
-      expect(lists[0]).toMatchObject({ namespace: "ns", query: { labelSelector: "jr2.dev/run" } })
-    }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))), ProcessTimeout)
+        const stdout = yield* program.stdout
+        expect(stdout.slice(synced).map(short)).toStrictEqual(["synced", "c -", "a Ready", "b gone", "c gone"])
+        // The cached object as decoded: its metadata, spec and status, nothing the schema drops.
+        const ready = parse(stdout.find(changeOf("a", (l) => l.sandbox?.status?.phase === "Ready"))!)
+        expect(ready.sandbox).toMatchObject({
+          metadata: { name: "a", namespace: "ns" },
+          spec: { resources: { limits: { memory: "256Mi" } } },
+          status: { phase: "Ready", endpoint: "10.0.0.1:7000" }
+        })
+        const stderr = yield* program.stderr
+        expect(stderr[0]).toMatch(
+          /^sandbox-watch: watching Sandboxes in namespace ns \(selector jr2\.dev\/run\) on http:\/\/127\.0\.0\.1:\d+/
+        )
+        expect([...stdout, ...stderr].some((l) => l.includes(Token))).toBe(false)
+        // The watch asked what it should, of the namespace the context named.
+        const lists = yield* server.requestsOf("list")
+        expect(lists[0]).toMatchObject({ namespace: "ns", query: { labelSelector: "jr2.dev/run" } })
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
 })
 
 describe("sandbox-watch with no cluster configured", () => {
-  it.scopedLive("runs the demo, says so on stderr's first line, and stops after --duration with exit 0", () =>
-    Effect.gen(function*() {
-      const home = yield* tempDir
-      const program = yield* Program.start(["--output", "ndjson", "--duration", "4s"], Program.noClusterEnv(home))
-      const exited = yield* program.exited
-      const stdout = yield* program.stdout
-      const stderr = yield* program.stderr
-      expect(exited).toStrictEqual({ code: 0, signal: null })
-      expect(stderr[0]).toMatch(/^sandbox-watch: no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at http:\/\/127\.0\.0\.1:\d+/)
-      // stdout stays pure NDJSON: the demo's narration went to stderr.
-      const lines = stdout.map(parse)
-      expect(lines.filter((l) => l.event === "synced")).toHaveLength(1)
-      expect(lines.every((l) => l.event === "synced" || l.event === "change")).toBe(true)
-      expect(new Set(lines.filter((l) => l.event === "change").map((l) => l.name))).toStrictEqual(
-        new Set(["alpha-1", "bravo-1", "charlie-1", "delta-1"])
-      )
-      expect(stderr.some((l) => l.includes("demo: round 1: creating Sandboxes alpha-1, bravo-1, charlie-1, delta-1"))).toBe(true)
-    }), ProcessTimeout)
+  it.scopedLive(
+    "runs the demo, says so on stderr's first line, and stops after --duration with exit 0",
+    () =>
+      Effect.gen(function*() {
+        const home = yield* tempDir
+        const program = yield* Program.start(["--output", "ndjson", "--duration", "4s"], Program.noClusterEnv(home))
+        const exited = yield* program.exited
+        const stdout = yield* program.stdout
+        const stderr = yield* program.stderr
+        expect(exited).toStrictEqual({ code: 0, signal: null })
+        expect(stderr[0]).toMatch(
+          /^sandbox-watch: no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at http:\/\/127\.0\.0\.1:\d+/
+        )
+        // stdout stays pure NDJSON: the demo's narration went to stderr.
+        const lines = stdout.map(parse)
+        expect(lines.filter((l) => l.event === "synced")).toHaveLength(1)
+        expect(lines.every((l) => l.event === "synced" || l.event === "change")).toBe(true)
+        expect(new Set(lines.filter((l) => l.event === "change").map((l) => l.name))).toStrictEqual(
+          new Set(["alpha-1", "bravo-1", "charlie-1", "delta-1"])
+        )
+        expect(stderr.some((l) => l.includes("demo: round 1: creating Sandboxes alpha-1, bravo-1, charlie-1, delta-1")))
+          .toBe(true)
+      }),
+    ProcessTimeout
+  )
 
-  it.scopedLive("--demo with the table ends cleanly on SIGINT: exit 0 and the cursor shown again", () =>
-    Effect.gen(function*() {
-      const home = yield* tempDir
-      const program = yield* Program.start(["--demo", "--output", "table"], Program.noClusterEnv(home))
-      yield* program.awaitStdout((l) => l.includes("alpha-1") && l.includes("Pending"))
-      // The screen is redrawn in place: read it without its ANSI controls.
-      const stdout = (yield* program.stdout).map((l) => l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, ""))
-      expect(stdout.some((l) => /NAME\s+PHASE\s+READY\s+SCHEDULED\s+RESTARTS\s+LAST CHANGE\s+NOTE/.test(l))).toBe(true)
-      expect(stdout.some((l) => l.startsWith("demo: watching an embedded simulated API server at http://127.0.0.1:"))).toBe(true)
-      expect(stdout.some((l) => /^synced \| last heard \d+s ago \| re-lists \d+ \| watch restarts \d+ \| \d+ cached/.test(l))).toBe(true)
-      yield* program.kill("SIGINT")
-      expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
-      expect((yield* program.stdout).join("\n").endsWith("\x1b[?25h")).toBe(true)
-    }), ProcessTimeout)
+  it.scopedLive(
+    "--demo with the table ends cleanly on SIGINT: exit 0 and the cursor shown again",
+    () =>
+      Effect.gen(function*() {
+        const home = yield* tempDir
+        const program = yield* Program.start(["--demo", "--output", "table"], Program.noClusterEnv(home))
+        yield* program.awaitStdout((l) => l.includes("alpha-1") && l.includes("Pending"))
+        // The screen is redrawn in place: read it without its ANSI controls.
+        const stdout = (yield* program.stdout).map((l) => l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, ""))
+        expect(stdout.some((l) => /NAME\s+PHASE\s+READY\s+SCHEDULED\s+RESTARTS\s+LAST CHANGE\s+NOTE/.test(l))).toBe(
+          true
+        )
+        expect(stdout.some((l) => l.startsWith("demo: watching an embedded simulated API server at http://127.0.0.1:")))
+          .toBe(true)
+        expect(
+          stdout.some((l) =>
+            /^synced \| last heard \d+s ago \| re-lists \d+ \| watch restarts \d+ \| \d+ cached/.test(l)
+          )
+        ).toBe(true)
+        yield* program.kill("SIGINT")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        expect((yield* program.stdout).join("\n").endsWith("\x1b[?25h")).toBe(true)
+      }),
+    ProcessTimeout
+  )
 
   it.scopedLive("--demo ends cleanly on SIGTERM once synced", () =>
     Effect.gen(function*() {
@@ -153,7 +181,10 @@ describe("sandbox-watch with no cluster configured", () => {
 })
 
 describe("sandbox-watch configuration errors", () => {
-  const fails = (args: (dir: string) => ReadonlyArray<string>, env: (dir: string) => Record<string, string> = (dir) => ({ HOME: dir })) =>
+  const fails = (
+    args: (dir: string) => ReadonlyArray<string>,
+    env: (dir: string) => Record<string, string> = (dir) => ({ HOME: dir })
+  ) =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const program = yield* Program.start(["--output", "ndjson", ...args(dir)], env(dir))
@@ -170,7 +201,9 @@ describe("sandbox-watch configuration errors", () => {
       expect(exited).toStrictEqual({ code: 1, signal: null })
       expect(stdout).toStrictEqual([])
       expect(stderr).toHaveLength(1)
-      expect(stderr[0]).toMatch(new RegExp(`^sandbox-watch: kubeconfig ${join(dir, "broken").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: `))
+      expect(stderr[0]).toMatch(
+        new RegExp(`^sandbox-watch: kubeconfig ${join(dir, "broken").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}: `)
+      )
     }), ProcessTimeout)
 
   it.scopedLive("a kubeconfig named but missing: one line, exit 1", () =>
@@ -186,7 +219,10 @@ describe("sandbox-watch configuration errors", () => {
       const { exited, stderr } = yield* fails(
         () => [],
         (dir) => {
-          writeFileSync(join(dir, "config"), kubeconfigFor("http://127.0.0.1:1", "ns").replace("current-context: sim", "current-context: elsewhere"))
+          writeFileSync(
+            join(dir, "config"),
+            kubeconfigFor("http://127.0.0.1:1", "ns").replace("current-context: sim", "current-context: elsewhere")
+          )
           return { HOME: dir, KUBECONFIG: join(dir, "config") }
         }
       )
@@ -212,7 +248,17 @@ describe("sandbox-watch --help", () => {
       expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
       const help = (yield* program.stdout).join("\n")
       expect(help).toContain("sandbox-watch 0.1.0")
-      for (const flag of ["--namespace", "--selector", "--kubeconfig", "--context", "--output table | ndjson", "--demo", "--duration"]) {
+      for (
+        const flag of [
+          "--namespace",
+          "--selector",
+          "--kubeconfig",
+          "--context",
+          "--output table | ndjson",
+          "--demo",
+          "--duration"
+        ]
+      ) {
         expect(help).toContain(flag)
       }
     }), ProcessTimeout)

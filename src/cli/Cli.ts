@@ -8,14 +8,14 @@
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { Cause, Data, Duration, Effect, Layer, Logger, Option } from "effect"
-import * as Demo from "./Demo.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
-import * as NdjsonOutput from "./NdjsonOutput.ts"
 import * as Orchestrator from "../Orchestrator.ts"
 import { DefaultLabelSelector } from "../Sandbox.ts"
 import * as SandboxWatch from "../SandboxWatch.ts"
 import * as SimulatedApiServer from "../SimulatedApiServer.ts"
+import * as Demo from "./Demo.ts"
+import * as NdjsonOutput from "./NdjsonOutput.ts"
 import * as TableView from "./TableView.ts"
 
 /** The program's name, in help and in every error line. */
@@ -62,7 +62,9 @@ const flags = {
   namespace: Options.text("namespace").pipe(
     Options.withPseudoName("name"),
     Options.withAlias("n"),
-    Options.withDescription("The namespace to watch. Default: the context's namespace (or the service account's), else `default`."),
+    Options.withDescription(
+      "The namespace to watch. Default: the context's namespace (or the service account's), else `default`."
+    ),
     Options.optional
   ),
   selector: Options.text("selector").pipe(
@@ -89,7 +91,9 @@ const flags = {
     Options.optional
   ),
   demo: Options.boolean("demo").pipe(
-    Options.withDescription("Run against an embedded simulated API server with a demo operator (also the default when no cluster is configured).")
+    Options.withDescription(
+      "Run against an embedded simulated API server with a demo operator (also the default when no cluster is configured)."
+    )
   ),
   duration: Options.text("duration").pipe(
     Options.withPseudoName("duration"),
@@ -97,7 +101,11 @@ const flags = {
     Options.mapEffect((text) =>
       Option.match(parseDuration(text), {
         onNone: () =>
-          Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m`))),
+          Effect.fail(
+            ValidationError.invalidValue(
+              HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m`)
+            )
+          ),
         onSome: Effect.succeed
       })
     ),
@@ -135,9 +143,12 @@ export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
   const message = (Array.isArray(options.message) ? options.message : [options.message])
     .map((m) => (typeof m === "string" ? m : Cause.isCause(m) ? Cause.pretty(m) : JSON.stringify(m)))
     .join(" ")
-  const annotations = [...options.annotations].map(([k, v]) => ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join("")
+  const annotations = [...options.annotations].map(([k, v]) => ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+    .join("")
   const cause = Cause.isEmpty(options.cause) ? "" : ` (${Cause.pretty(options.cause).split("\n")[0]})`
-  return `${clock(options.date)} ${options.logLevel.label.padEnd(5)} ${message.replace(/\s*\n\s*/g, " ")}${annotations}${cause}`
+  return `${clock(options.date)} ${options.logLevel.label.padEnd(5)} ${
+    message.replace(/\s*\n\s*/g, " ")
+  }${annotations}${cause}`
 }
 
 /** Logs never go to stdout: to stderr, and in the table view under the table. */
@@ -161,62 +172,79 @@ const watchLayer = (namespace: string, selector: string) =>
   )
 
 /** The program, given its flags. */
-export const run = (f: Flags) => Effect.suspend(() => {
-  const output = Option.getOrElse(f.output, () => (process.stdout.isTTY ? "table" as const : "ndjson" as const))
-  const view = output === "table" ? Option.some(new TableView.LogLines(8)) : Option.none<TableView.LogLines>()
-  return Effect.gen(function*() {
-    const target = yield* resolveTarget(f)
-    // The first line says what is watched: on stderr for NDJSON (stdout stays pure), atop the table.
-    const header: Array<string> = []
-    const say = (line: string) =>
-      output === "ndjson" ? Effect.sync(() => process.stderr.write(`${Name}: ${line}\n`)) : Effect.sync(() => header.push(line))
+export const run = (f: Flags) =>
+  Effect.suspend(() => {
+    const output = Option.getOrElse(f.output, () => (process.stdout.isTTY ? "table" as const : "ndjson" as const))
+    const view = output === "table" ? Option.some(new TableView.LogLines(8)) : Option.none<TableView.LogLines>()
+    return Effect.gen(function*() {
+      const target = yield* resolveTarget(f)
+      // The first line says what is watched: on stderr for NDJSON (stdout stays pure), atop the table.
+      const header: Array<string> = []
+      const say = (line: string) =>
+        output === "ndjson"
+          ? Effect.sync(() => process.stderr.write(`${Name}: ${line}\n`))
+          : Effect.sync(() => header.push(line))
 
-    const show = (namespace: string) =>
-      output === "ndjson"
-        ? NdjsonOutput.run((line) => writeStdout(`${line}\n`))
-        : TableView.run({
-          header,
-          logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
-          write: (text) => writeStdout(text).pipe(Effect.catchAll(() => Effect.void)),
-          width: () => process.stdout.columns,
-          colours: process.stdout.isTTY === true
-        }).pipe(Effect.annotateLogs("namespace", namespace))
-    const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      Option.match(f.duration, { onNone: () => Effect.asVoid(effect), onSome: (d) => Effect.asVoid(Effect.timeoutOption(effect, d)) })
-
-    if (target._tag === "Cluster") {
-      const namespace = Option.orElse(f.namespace, () => target.connection.namespace).pipe(Option.getOrElse(() => "default"))
-      yield* say(`watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`)
-      return yield* bounded(show(namespace)).pipe(
-        Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))))
-      )
-    }
-
-    const namespace = Option.getOrElse(f.namespace, () => "demo")
-    const demoLayer = Demo.layer({ namespace })
-    return yield* Effect.gen(function*() {
-      const server = yield* SimulatedApiServer.SimulatedApiServer
-      yield* say(
-        Option.match(target.notConfigured, {
-          onNone: () => `demo: watching an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator`,
-          onSome: () =>
-            `no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
+      const show = (namespace: string) =>
+        output === "ndjson"
+          ? NdjsonOutput.run((line) => writeStdout(`${line}\n`))
+          : TableView.run({
+            header,
+            logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
+            write: (text) => writeStdout(text).pipe(Effect.catchAll(() => Effect.void)),
+            width: () => process.stdout.columns,
+            colours: process.stdout.isTTY === true
+          }).pipe(Effect.annotateLogs("namespace", namespace))
+      const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Option.match(f.duration, {
+          onNone: () => Effect.asVoid(effect),
+          onSome: (d) => Effect.asVoid(Effect.timeoutOption(effect, d))
         })
+
+      if (target._tag === "Cluster") {
+        const namespace = Option.orElse(f.namespace, () => target.connection.namespace).pipe(
+          Option.getOrElse(() => "default")
+        )
+        yield* say(
+          `watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`
+        )
+        return yield* bounded(show(namespace)).pipe(
+          Effect.provide(
+            watchLayer(namespace, f.selector).pipe(
+              Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))
+            )
+          )
+        )
+      }
+
+      const namespace = Option.getOrElse(f.namespace, () => "demo")
+      const demoLayer = Demo.layer({ namespace })
+      return yield* Effect.gen(function*() {
+        const server = yield* SimulatedApiServer.SimulatedApiServer
+        yield* say(
+          Option.match(target.notConfigured, {
+            onNone: () =>
+              `demo: watching an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator`,
+            onSome: () =>
+              `no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
+          })
+        )
+        if (Option.isSome(target.notConfigured)) yield* Effect.logDebug(target.notConfigured.value)
+        yield* Effect.forkScoped(Demo.operator({ namespace }))
+        yield* bounded(show(namespace))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provideMerge(demoLayer))),
+        Effect.catchTag("ServeError", (error) =>
+          Effect.fail(
+            new ConfigurationError({ message: `the demo could not start its simulated API server: ${error.message}` })
+          ))
       )
-      if (Option.isSome(target.notConfigured)) yield* Effect.logDebug(target.notConfigured.value)
-      yield* Effect.forkScoped(Demo.operator({ namespace }))
-      yield* bounded(show(namespace))
     }).pipe(
-      Effect.scoped,
-      Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provideMerge(demoLayer))),
-      Effect.catchTag("ServeError", (error) =>
-        Effect.fail(new ConfigurationError({ message: `the demo could not start its simulated API server: ${error.message}` })))
+      Effect.catchTag("StdoutClosed", () => Effect.void),
+      Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view)))
     )
-  }).pipe(
-    Effect.catchTag("StdoutClosed", () => Effect.void),
-    Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view)))
-  )
-})
+  })
 
 /** The command, for `@effect/cli`. */
 export const command = Command.make(Name, flags, run).pipe(
@@ -243,7 +271,9 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, ExitCode>
     ),
     Effect.catchAllDefect((defect) =>
       Effect.zipRight(
-        Effect.sync(() => process.stderr.write(`${Name}: internal error (a bug): ${Cause.pretty(Cause.die(defect))}\n`)),
+        Effect.sync(() =>
+          process.stderr.write(`${Name}: internal error (a bug): ${Cause.pretty(Cause.die(defect))}\n`)
+        ),
         Effect.fail(new ExitCode({ code: 70 }))
       )
     ),

@@ -13,9 +13,9 @@
 import type { ServeError } from "@effect/platform/HttpServerError"
 import { Duration, Effect, Layer, Option, Stream } from "effect"
 import type * as KubeConfig from "../KubeConfig.ts"
-import * as Evidence from "../SandboxEvidence.ts"
 import { Orchestrator, Verdict } from "../Orchestrator.ts"
 import { DefaultLabelSelector, SandboxResource } from "../Sandbox.ts"
+import * as Evidence from "../SandboxEvidence.ts"
 import * as SimulatedApiServer from "../SimulatedApiServer.ts"
 
 export interface DemoOptions {
@@ -57,7 +57,9 @@ const cond = (type: string, status: string, reason?: string, message?: string) =
  * The demo operator: rounds of the play until interrupted. Writes that the server refuses are
  * logged and skipped: a demo must not stop on its own.
  */
-export const operator = (options: DemoOptions): Effect.Effect<never, never, SimulatedApiServer.SimulatedApiServer | Orchestrator> =>
+export const operator = (
+  options: DemoOptions
+): Effect.Effect<never, never, SimulatedApiServer.SimulatedApiServer | Orchestrator> =>
   Effect.gen(function*() {
     const server = yield* SimulatedApiServer.SimulatedApiServer
     const orchestrator = yield* Orchestrator
@@ -65,7 +67,9 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
     const attempt = <A, E>(what: string, write: Effect.Effect<A, E>) =>
       write.pipe(
         Effect.asVoid,
-        Effect.catchAll((error) => Effect.logWarning(`demo: ${what} was refused: ${String((error as { message?: unknown }).message ?? error)}`))
+        Effect.catchAll((error) =>
+          Effect.logWarning(`demo: ${what} was refused: ${String((error as { message?: unknown }).message ?? error)}`)
+        )
       )
     const status = (name: string, patch: Record<string, unknown>) =>
       attempt(`the status of ${name}`, server.mergePatch(name, { status: patch }, { subresource: "status" }))
@@ -108,7 +112,12 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
       )
     const round = (n: number) =>
       Effect.scoped(Effect.gen(function*() {
-        const [a, b, c, d] = ["alpha", "bravo", "charlie", "delta"].map((x) => `${x}-${n}`) as [string, string, string, string]
+        const [a, b, c, d] = ["alpha", "bravo", "charlie", "delta"].map((x) => `${x}-${n}`) as [
+          string,
+          string,
+          string,
+          string
+        ]
         yield* Effect.logInfo(`demo: round ${n}: creating Sandboxes ${a}, ${b}, ${c}, ${d}`)
         for (const name of [a, b, c, d]) yield* attempt(`creating ${name}`, server.create(sandbox(name)))
         yield* awaitReady(a, "30 seconds")
@@ -147,7 +156,9 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
         })
         yield* beat
 
-        yield* Effect.logInfo("demo: fault: the API server drops every open watch (the watch resumes from its resourceVersion)")
+        yield* Effect.logInfo(
+          "demo: fault: the API server drops every open watch (the watch resumes from its resourceVersion)"
+        )
         yield* server.closeWatches
         yield* status(b, {
           phase: "Ready",
@@ -165,7 +176,12 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
         yield* beat
         yield* status(a, { repos: [{ key: "main", asked: "abc1234", attempted: "abc1234" }] })
         yield* status(b, {
-          repos: [{ key: "main", asked: "deadbeef", attempted: "deadbeef", error: "fatal: remote error: upload-pack: not our ref deadbeef" }]
+          repos: [{
+            key: "main",
+            asked: "deadbeef",
+            attempted: "deadbeef",
+            error: "fatal: remote error: upload-pack: not our ref deadbeef"
+          }]
         })
         yield* beat
         yield* status(a, { repos: [{ key: "main", asked: "abc1234", attempted: "abc1234", fetched: "abc1234" }] })
@@ -186,12 +202,19 @@ export const operator = (options: DemoOptions): Effect.Effect<never, never, Simu
           conditions: [
             cond("Scheduled", "True"),
             cond("Ready", "False", "PodFailed"),
-            cond("Lost", "True", "Evicted", "The node was low on resource: memory. Threshold quantity: 100Mi, available: 88Mi.")
+            cond(
+              "Lost",
+              "True",
+              "Evicted",
+              "The node was low on resource: memory. Threshold quantity: 100Mi, available: 88Mi."
+            )
           ]
         })
         yield* beat
 
-        yield* Effect.logInfo("demo: fault: the API server answers 429 Too Many Requests twice (the watch backs off, without a re-list)")
+        yield* Effect.logInfo(
+          "demo: fault: the API server answers 429 Too Many Requests twice (the watch backs off, without a re-list)"
+        )
         yield* server.failNext(2, "TooManyRequests", { verbs: ["watch"], retryAfterSeconds: 1 })
         yield* server.closeWatches
         yield* beat

@@ -83,13 +83,19 @@ const restarts = (sandbox: Sandbox): number =>
 const Columns = ["NAME", "PHASE", "READY", "SCHEDULED", "RESTARTS", "LAST CHANGE", "NOTE"] as const
 
 /** The table's cells, one array a row, ordered by name. Gone rows past the TTL are left out. */
-export const cells = (rows: ReadonlyMap<string, Row>, now: number): Array<{ readonly cells: ReadonlyArray<string>; readonly phase: string }> =>
+export const cells = (
+  rows: ReadonlyMap<string, Row>,
+  now: number
+): Array<{ readonly cells: ReadonlyArray<string>; readonly phase: string }> =>
   [...rows.entries()]
     .filter(([, row]) => Option.isSome(row.sandbox) || now - row.changedAt < Duration.toMillis(GoneRowTtl))
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([name, row]) =>
       Option.match(row.sandbox, {
-        onNone: () => ({ phase: "(gone)", cells: [name, "(gone)", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""] }),
+        onNone: () => ({
+          phase: "(gone)",
+          cells: [name, "(gone)", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""]
+        }),
         onSome: (s) => {
           const phase = Option.getOrElse(Evidence.phase(s), () => "-")
           return {
@@ -119,24 +125,40 @@ export const statusLine = (health: SandboxWatchHealth, now: number): string =>
   ].join(" | ")
 
 const colour = (phase: string): string =>
-  phase === "Ready" ? ansi.green : phase === "Lost" ? ansi.red : phase === "(gone)" ? ansi.dim : phase === "Pending" ? ansi.yellow : ""
+  phase === "Ready"
+    ? ansi.green
+    : phase === "Lost"
+    ? ansi.red
+    : phase === "(gone)"
+    ? ansi.dim
+    : phase === "Pending"
+    ? ansi.yellow
+    : ""
 
 /**
  * The whole screen as lines, plain (no ANSI) when `colours` is false. Pure: a test can assert it.
  */
-export const render = (state: ViewState, now: number, options: { readonly colours: boolean; readonly width?: number }): Array<string> => {
+export const render = (
+  state: ViewState,
+  now: number,
+  options: { readonly colours: boolean; readonly width?: number }
+): Array<string> => {
   const table = cells(state.rows, now)
   const widths = Columns.map((title, i) => Math.max(title.length, ...table.map((r) => r.cells[i]?.length ?? 0)))
   const pad = (values: ReadonlyArray<string>) =>
     values.map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i] ?? 0))).join("   ").trimEnd()
-  const clip = (line: string) => (options.width !== undefined && line.length > options.width ? line.slice(0, options.width) : line)
+  const clip = (
+    line: string
+  ) => (options.width !== undefined && line.length > options.width ? line.slice(0, options.width) : line)
   const paint = (code: string, line: string) => (options.colours && code !== "" ? `${code}${line}${ansi.reset}` : line)
   return [
     ...state.header.map((h) => clip(h)),
     paint(ansi.dim, clip(statusLine(state.health, now))),
     "",
     paint(ansi.bold, clip(pad(Columns))),
-    ...(table.length === 0 ? [paint(ansi.dim, clip("(no Sandboxes under the selector)"))] : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
+    ...(table.length === 0
+      ? [paint(ansi.dim, clip("(no Sandboxes under the selector)"))]
+      : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
     "",
     ...state.logs.map((l) => paint(ansi.dim, clip(l)))
   ]
@@ -203,10 +225,11 @@ export const run = (options: RunOptions): Effect.Effect<void, never, SandboxWatc
     const changes = watch.allChanges.pipe(
       Stream.mapEffect((change) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.sync(() => rows.set(change.name, { sandbox: change.sandbox, changedAt: now }))
-        )
+          Effect.sync(() => rows.set(change.name, { sandbox: change.sandbox, changedAt: now })))
       ),
-      Stream.runForEach(() => Queue.offer(dirty, undefined))
+      Stream.runForEach(() =>
+        Queue.offer(dirty, undefined)
+      )
     )
     const ticks = Effect.repeat(Queue.offer(dirty, undefined), Schedule.spaced("1 second"))
     const draws = Effect.forever(Effect.zipRight(Queue.take(dirty), redraw))

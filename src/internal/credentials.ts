@@ -5,9 +5,9 @@
  *
  * @internal
  */
-import type { PlatformError } from "@effect/platform/Error"
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import type { PlatformError } from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import { Chunk, Clock, Duration, Effect, Either, Option, Redacted, Ref, Schema, Stream } from "effect"
 import { describeIssue, ExecCredential } from "./kubeconfigFile.ts"
@@ -37,8 +37,7 @@ export const describePlatformError = (error: PlatformError): string => {
 }
 
 /** Whether a file read failed because the file is not there (as opposed to unreadable). */
-export const isNotFound = (error: PlatformError): boolean =>
-  error._tag === "SystemError" && error.reason === "NotFound"
+export const isNotFound = (error: PlatformError): boolean => error._tag === "SystemError" && error.reason === "NotFound"
 
 /**
  * A token read from a file, re-read when `period` has passed since the last read (kubelet rotates
@@ -56,7 +55,7 @@ export const fileToken = <E>(options: {
   readonly period: Duration.Duration
   readonly fail: (problem: string) => E
 }): Effect.Effect<CredentialSource<E>, E> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const periodMillis = Duration.toMillis(options.period)
     const read = options.fs.readFileString(options.file).pipe(
       Effect.mapError((error) => `${options.what} cannot be read: ${describePlatformError(error)}`),
@@ -82,7 +81,7 @@ export const fileToken = <E>(options: {
     const lock = yield* Effect.makeSemaphore(1)
 
     const authorization = lock.withPermits(1)(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const { header, readAt } = yield* Ref.get(state)
         if (Option.isSome(readAt) && now - readAt.value < periodMillis) return header
@@ -119,13 +118,14 @@ const STDERR_EXCERPT_CHARS = 300
 const collect = (stream: Stream.Stream<Uint8Array, PlatformError>, cap: number) =>
   Stream.runFold(stream, { chunks: Chunk.empty<Uint8Array>(), bytes: 0 }, (acc, chunk) =>
     // Keep draining past the cap so the plugin never blocks on a full pipe; just stop keeping.
-    acc.bytes >= cap ? { ...acc, bytes: acc.bytes + chunk.length } : { chunks: Chunk.append(acc.chunks, chunk), bytes: acc.bytes + chunk.length }
-  ).pipe(
-    Effect.map(({ bytes, chunks }) => ({
-      text: Buffer.concat(Chunk.toReadonlyArray(chunks)).subarray(0, cap).toString("utf8"),
-      truncated: bytes > cap
-    }))
-  )
+    acc.bytes >= cap
+      ? { ...acc, bytes: acc.bytes + chunk.length }
+      : { chunks: Chunk.append(acc.chunks, chunk), bytes: acc.bytes + chunk.length }).pipe(
+      Effect.map(({ bytes, chunks }) => ({
+        text: Buffer.concat(Chunk.toReadonlyArray(chunks)).subarray(0, cap).toString("utf8"),
+        truncated: bytes > cap
+      }))
+    )
 
 /** The plugin's stderr, on one line and short: it is for a person, and it may be long. */
 export const stderrExcerpt = (stderr: string): string => {
@@ -146,7 +146,10 @@ const runPlugin = (
   const execInfo = {
     apiVersion: spec.apiVersion,
     kind: "ExecCredential",
-    spec: { interactive: false, ...Option.match(spec.cluster, { onNone: () => ({}), onSome: (cluster) => ({ cluster }) }) }
+    spec: {
+      interactive: false,
+      ...Option.match(spec.cluster, { onNone: () => ({}), onSome: (cluster) => ({ cluster }) })
+    }
   }
   const command = Command.make(spec.command, ...spec.args).pipe(
     Command.env({
@@ -157,7 +160,7 @@ const runPlugin = (
     Command.feed("")
   )
   return Effect.scoped(
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const process = yield* executor.start(command).pipe(
         Effect.mapError((error) =>
           isNotFound(error)
@@ -233,17 +236,22 @@ export const execCredential = <E>(options: {
   readonly spec: ExecSpec
   readonly fail: (problem: string) => E
 }): Effect.Effect<CredentialSource<E>> =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const { spec } = options
     const cached = yield* Ref.make(
       Option.none<{ readonly header: Redacted.Redacted<string>; readonly expiresAt: Option.Option<number> }>()
     )
     const lock = yield* Effect.makeSemaphore(1)
     const authorization = lock.withPermits(1)(
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const current = yield* Ref.get(cached)
-        if (Option.isSome(current) && Option.match(current.value.expiresAt, { onNone: () => true, onSome: (at) => now < at })) {
+        if (
+          Option.isSome(current) && Option.match(current.value.expiresAt, {
+            onNone: () => true,
+            onSome: (at) => now < at
+          })
+        ) {
           return Option.some(current.value.header)
         }
         yield* Effect.logDebug(`kubeconfig: running exec plugin "${spec.command}" for ${spec.what}`)
@@ -251,10 +259,12 @@ export const execCredential = <E>(options: {
         const header = bearer(credential.token)
         yield* Ref.set(cached, Option.some({ header, expiresAt: credential.expiresAt }))
         yield* Effect.logDebug(
-          `kubeconfig: exec plugin "${spec.command}" gave a token ${Option.match(credential.expiresAt, {
-            onNone: () => "with no expiry",
-            onSome: (at) => `valid until ${new Date(at).toISOString()}`
-          })}`
+          `kubeconfig: exec plugin "${spec.command}" gave a token ${
+            Option.match(credential.expiresAt, {
+              onNone: () => "with no expiry",
+              onSome: (at) => `valid until ${new Date(at).toISOString()}`
+            })
+          }`
         )
         return Option.some(header)
       })

@@ -68,7 +68,9 @@ export const toStatus = (u: unknown): Status => {
 }
 
 const isStatusLike = (u: unknown): u is Record<string, unknown> =>
-  isRecord(u) && (u.kind === "Status" || typeof u.reason === "string" || (typeof u.status === "string" && typeof u.message === "string"))
+  isRecord(u) &&
+  (u.kind === "Status" || typeof u.reason === "string" ||
+    (typeof u.status === "string" && typeof u.message === "string"))
 
 /** `Retry-After` in seconds: either delta-seconds or an HTTP-date (RFC 9110 §10.2.3). */
 export const parseRetryAfter = (value: string | undefined, nowMillis: number): Option.Option<number> => {
@@ -80,7 +82,7 @@ export const parseRetryAfter = (value: string | undefined, nowMillis: number): O
   return Option.some(Math.max(0, Math.ceil((date - nowMillis) / 1000)))
 }
 
-const entities: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " ", "#39": "'" }
+const entities: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: "\"", apos: "'", nbsp: " ", "#39": "'" }
 
 /** The title of an HTML page, or its visible text when it has none. */
 const htmlText = (html: string): string => {
@@ -156,8 +158,8 @@ export const statusError = (options: {
   }
   // Scrubbed before the cut as well as after, so not even a prefix of the credential shows.
   shown = scrub(shown, secret)
-  const message =
-    `${method} ${path} answered ${code} with ${what}, not a Kubernetes Status` + (shown === "" ? "" : `: "${shown}"`)
+  const message = `${method} ${path} answered ${code} with ${what}, not a Kubernetes Status` +
+    (shown === "" ? "" : `: "${shown}"`)
   return new KubeStatusError({
     method,
     path,
@@ -243,4 +245,3 @@ export const deadlinePassed = (
       options.secret
     )
   })
-

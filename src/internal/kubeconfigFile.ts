@@ -131,8 +131,9 @@ export const describeIssue = (
         ? issue.issues
         : [issue.issues as ParseResult.ParseIssue]
       // An optional field is `X | null | undefined`: "should be null" helps nobody.
-      const relevant =
-        issue.ast._tag === "Union" ? issues.filter((inner) => !(inner._tag === "Type" && isAbsent(inner.ast))) : issues
+      const relevant = issue.ast._tag === "Union"
+        ? issues.filter((inner) => !(inner._tag === "Type" && isAbsent(inner.ast)))
+        : issues
       return relevant.flatMap((inner) => describeIssue(inner, path))
     }
     case "Refinement":
@@ -171,14 +172,16 @@ const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
   path.length === 0
     ? "the document"
     : path
-        .map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
-        .join("")
+      .map((key, i) => (typeof key === "number" ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`))
+      .join("")
 
 /**
  * Parse kubeconfig text. `Left` is a sentence about the problem (no file name: the caller adds it),
  * never quoting the file's contents.
  */
-export const parse = (text: string): Either.Either<{ readonly raw: unknown; readonly config: KubeConfigFile }, string> => {
+export const parse = (
+  text: string
+): Either.Either<{ readonly raw: unknown; readonly config: KubeConfigFile }, string> => {
   const lineCounter = new LineCounter()
   // `prettyErrors: false`: the pretty form quotes the offending line, which may hold a token.
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true })
@@ -201,7 +204,9 @@ export const parse = (text: string): Either.Either<{ readonly raw: unknown; read
   }
   const decoded = Schema.decodeUnknownEither(KubeConfigFile)(raw, { errors: "all" })
   if (Either.isLeft(decoded)) {
-    const problems = describeIssue(decoded.left.issue).map(({ path, problem }) => `${describePath(raw, path)} ${problem}`)
+    const problems = describeIssue(decoded.left.issue).map(({ path, problem }) =>
+      `${describePath(raw, path)} ${problem}`
+    )
     return Either.left(`is not a valid kubeconfig: ${problems.slice(0, 5).join("; ")}`)
   }
   return Either.right({ raw, config: decoded.right })

@@ -126,10 +126,12 @@ export const decodeLines =
       self,
       Channel.suspend(() => {
         const splitter = new LineSplitter(maxLineBytes)
-        const emitThen = <X>(out: Array<A>, next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>) =>
-          out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
-        const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> =
-          Channel.readWithCause({
+        const emitThen = <X>(
+          out: Array<A>,
+          next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>
+        ) => out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
+        const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> = Channel
+          .readWithCause({
             onInput: (input: Chunk.Chunk<Uint8Array>) => {
               const out: Array<A> = []
               let error: E | undefined = undefined

@@ -98,7 +98,9 @@ const isKeyedMember = (ast: AST.AST): boolean => {
  */
 const compileTypeLiteral = (ast: AST.TypeLiteral, memo: Map<AST.AST, Node>): Node => {
   // An empty struct answers with the input itself (`isNotNullable`): not worth imitating.
-  if (ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0) throw new Unsupported("empty TypeLiteral")
+  if (ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0) {
+    throw new Unsupported("empty TypeLiteral")
+  }
   if (ast.indexSignatures.length > 1) throw new Unsupported("TypeLiteral with several index signatures")
   const names: Array<string> = []
   const deps: Array<unknown> = []
@@ -120,13 +122,17 @@ const compileTypeLiteral = (ast: AST.TypeLiteral, memo: Map<AST.AST, Node>): Nod
     }
     names.push(ps.name)
     lines.push(
-      `if ((v !== undefined && !(${key} in OP)) || hasOwn.call(u, ${key})) { ${checkCode(ps.type, memo, dep)} out[${key}] = v; }` +
+      `if ((v !== undefined && !(${key} in OP)) || hasOwn.call(u, ${key})) { ${
+        checkCode(ps.type, memo, dep)
+      } out[${key}] = v; }` +
         (ps.isOptional ? "" : ` else return D;`)
     )
   }
   const signature = ast.indexSignatures[0]
   if (signature !== undefined) {
-    if (signature.parameter._tag !== "StringKeyword") throw new Unsupported(`index signature on ${signature.parameter._tag}`)
+    if (signature.parameter._tag !== "StringKeyword") {
+      throw new Unsupported(`index signature on ${signature.parameter._tag}`)
+    }
     checkAnnotations(signature.parameter)
     // Keys the property signatures own are checked against the index type too, but not written again.
     const write = names.length === 0 ? `out[k] = v;` : `if (!${dep(new Set(names))}.has(k)) out[k] = v;`
@@ -308,7 +314,9 @@ const cache = new WeakMap<AST.AST, Decoder>()
  *
  * @since 0.1.0
  */
-export const decoderFor = <A, I>(schema: Schema.Schema<A, I>): (u: unknown) => Either.Either<A, ParseResult.ParseError> => {
+export const decoderFor = <A, I>(
+  schema: Schema.Schema<A, I>
+): (u: unknown) => Either.Either<A, ParseResult.ParseError> => {
   const cached = cache.get(schema.ast)
   if (cached !== undefined) return cached
   const slow = Schema.decodeUnknownEither(schema)

@@ -86,7 +86,9 @@ export const applyList = (
     const cached = HashMap.get(old.objects, name)
     if (Option.isSome(cached)) {
       // A list cannot be newer than what we were told, unless the server is behind: keep ours.
-      const sandbox = isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion) ? cached.value : item
+      const sandbox = isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion)
+        ? cached.value
+        : item
       HashMap.set(objects, name, sandbox)
       if (sandbox !== cached.value && sandbox.metadata.resourceVersion !== cached.value.metadata.resourceVersion) {
         told++

@@ -24,8 +24,8 @@ export class SubscriberHub<V> {
 
   tell(name: string, value: V): void {
     const subscribers = this.byName.get(name)
-    if (subscribers !== undefined) for (const mailbox of subscribers) mailbox.put(name, value)
-    if (this.everyName.size > 0) for (const mailbox of this.everyName) mailbox.put(name, value)
+    if (subscribers !== undefined) { for (const mailbox of subscribers) mailbox.put(name, value) }
+    if (this.everyName.size > 0) { for (const mailbox of this.everyName) mailbox.put(name, value) }
   }
 
   /** A new mailbox for one name (`undefined`: every name). Pair with `remove`. */
@@ -35,7 +35,7 @@ export class SubscriberHub<V> {
       this.everyName.add(mailbox)
     } else {
       let set = this.byName.get(name)
-      if (set === undefined) this.byName.set(name, (set = new Set()))
+      if (set === undefined) this.byName.set(name, set = new Set())
       set.add(mailbox)
     }
     this.count++

@@ -230,7 +230,9 @@ const ofClientError = (
       next: resume,
       pause: asked._tag === "Some" ? retryAfter(asked.value, settings) : backoff,
       restart: "429",
-      message: `the server is throttling us (429${asked._tag === "Some" ? `, Retry-After ${Duration.format(asked.value)}` : ""})`
+      message: `the server is throttling us (429${
+        asked._tag === "Some" ? `, Retry-After ${Duration.format(asked.value)}` : ""
+      })`
     }
   }
   // Rule 9.

@@ -202,8 +202,12 @@ export const grantWatch = (http: Http, facts: ApiServerFacts): Effect.Effect<voi
     }),
     () =>
       Effect.all([
-        request(http, "DELETE", `${rbac}/namespaces/${facts.namespace}/rolebindings/${watcherRole}`, { token: facts.adminToken }),
-        request(http, "DELETE", `${rbac}/namespaces/${facts.namespace}/roles/${watcherRole}`, { token: facts.adminToken })
+        request(http, "DELETE", `${rbac}/namespaces/${facts.namespace}/rolebindings/${watcherRole}`, {
+          token: facts.adminToken
+        }),
+        request(http, "DELETE", `${rbac}/namespaces/${facts.namespace}/roles/${watcherRole}`, {
+          token: facts.adminToken
+        })
       ])
   )
 

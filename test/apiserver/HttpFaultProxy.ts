@@ -117,18 +117,35 @@ export const make = (facts: ApiServerFacts): Effect.Effect<HttpFaultProxy, never
       if (fault === undefined) return forward(req, res, pipeAsIs(res))
       switch (fault._tag) {
         case "TooManyRequests":
-          return send(429, "application/json", statusBody(429, "TooManyRequests", "Too many requests, please try again later.", {
-            retryAfterSeconds: fault.retryAfterSeconds
-          }), { "retry-after": String(fault.retryAfterSeconds) })
+          return send(
+            429,
+            "application/json",
+            statusBody(429, "TooManyRequests", "Too many requests, please try again later.", {
+              retryAfterSeconds: fault.retryAfterSeconds
+            }),
+            { "retry-after": String(fault.retryAfterSeconds) }
+          )
         case "InternalError":
-          return send(500, "application/json", statusBody(500, "InternalError", "Internal error occurred: etcdserver: request timed out"))
+          return send(
+            500,
+            "application/json",
+            statusBody(500, "InternalError", "Internal error occurred: etcdserver: request timed out")
+          )
         case "BadGatewayHtml":
-          return send(502, "text/html", "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>")
+          return send(
+            502,
+            "text/html",
+            "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+          )
         case "TooLargeResourceVersion":
-          return send(504, "application/json", statusBody(504, "Timeout", "Timeout: Too large resource version: 999999999, current: 1", {
-            causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
-            retryAfterSeconds: 1
-          }))
+          return send(
+            504,
+            "application/json",
+            statusBody(504, "Timeout", "Timeout: Too large resource version: 999999999, current: 1", {
+              causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+              retryAfterSeconds: 1
+            })
+          )
         case "ExpiredInStream":
           return send(
             200,

@@ -49,7 +49,11 @@ describe("KubeClient against the real kube-apiserver", () => {
       yield* kube.delete(SandboxResource, ns, "kc-2")
       const events = Chunk.toArray(yield* watched.await.pipe(Effect.flatten))
       const objectEvents = events.filter((e) => e.type !== "BOOKMARK")
-      expect(objectEvents.map((e) => (e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, e.name, e.object.status?.phase] : [e.type])))
+      expect(
+        objectEvents.map((
+          e
+        ) => (e.type === "MODIFIED" || e.type === "DELETED" ? [e.type, e.name, e.object.status?.phase] : [e.type]))
+      )
         .toEqual([
           ["MODIFIED", "kc-1", "Ready"],
           ["DELETED", "kc-2", undefined]
@@ -77,8 +81,12 @@ describe("KubeClient against the real kube-apiserver", () => {
   it.live("a watch from an expired resourceVersion yields the ERROR 410 event", () =>
     Effect.gen(function*() {
       const kube = yield* KubeClient.KubeClient
-      const events = yield* kube.watch(SandboxResource, Sandbox, { namespace: ns, resourceVersion: "1" }).pipe(Stream.runCollect)
-      expect(Chunk.toArray(events).map((e) => (e.type === "ERROR" ? [e.type, e.status.code, e.status.reason] : [e.type])))
+      const events = yield* kube.watch(SandboxResource, Sandbox, { namespace: ns, resourceVersion: "1" }).pipe(
+        Stream.runCollect
+      )
+      expect(
+        Chunk.toArray(events).map((e) => (e.type === "ERROR" ? [e.type, e.status.code, e.status.reason] : [e.type]))
+      )
         .toEqual([["ERROR", 410, "Expired"]])
     }).pipe(Effect.provide(clientLayer())))
 
@@ -89,13 +97,22 @@ describe("KubeClient against the real kube-apiserver", () => {
         Effect.provide(clientLayer({ token: "wrong" })),
         Effect.flip
       )
-      expect([unauthorized._tag, unauthorized._tag === "KubeStatusError" ? unauthorized.code : 0]).toEqual(["KubeStatusError", 401])
+      expect([unauthorized._tag, unauthorized._tag === "KubeStatusError" ? unauthorized.code : 0]).toEqual([
+        "KubeStatusError",
+        401
+      ])
       const forbidden = yield* KubeClient.KubeClient.pipe(
-        Effect.flatMap((kube) => kube.watch(SandboxResource, Sandbox, { namespace: ns, timeoutSeconds: 1 }).pipe(Stream.runDrain)),
+        Effect.flatMap((kube) =>
+          kube.watch(SandboxResource, Sandbox, { namespace: ns, timeoutSeconds: 1 }).pipe(Stream.runDrain)
+        ),
         Effect.provide(clientLayer({ token: facts.limitedUserToken })),
         Effect.flip
       )
-      expect(forbidden._tag === "KubeStatusError" ? [forbidden.code, forbidden.reason, forbidden.group, forbidden.kind] : forbidden)
+      expect(
+        forbidden._tag === "KubeStatusError"
+          ? [forbidden.code, forbidden.reason, forbidden.group, forbidden.kind]
+          : forbidden
+      )
         .toEqual([403, "Forbidden", Option.some("jr2.dev"), Option.some("sandboxes")])
     }))
 
@@ -107,7 +124,11 @@ describe("KubeClient against the real kube-apiserver", () => {
         const labelSelector = "jr2.dev/run=kubeclient-proxy"
         const list = yield* kube.list(SandboxResource, Sandbox, { namespace: ns, labelSelector })
         const first = yield* Deferred.make<string>()
-        const watch = yield* kube.watch(SandboxResource, Sandbox, { namespace: ns, labelSelector, resourceVersion: list.resourceVersion })
+        const watch = yield* kube.watch(SandboxResource, Sandbox, {
+          namespace: ns,
+          labelSelector,
+          resourceVersion: list.resourceVersion
+        })
           .pipe(
             Stream.tap((event) => Deferred.succeed(first, event.type)),
             Stream.runDrain,

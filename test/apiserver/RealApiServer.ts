@@ -8,6 +8,9 @@
  *
  * @since 0.1.0
  */
+import { Agent, fetch } from "@effect/platform-node/Undici"
+import { Data, Effect, Option, Redacted } from "effect"
+import type { Scope } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import type { ChildProcess } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -16,9 +19,6 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { Agent, fetch } from "@effect/platform-node/Undici"
-import { Data, Effect, Option, Redacted } from "effect"
-import type { Scope } from "effect"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 
 /** The version `build.sh` builds; the binary's name carries it. */
@@ -106,7 +106,9 @@ export interface RealApiServer extends ApiServerFacts {
    * Kills kube-apiserver (`SIGTERM`, or `SIGKILL` for a crash) and starts it again on the same
    * port against the same etcd, with the same certificates; resolves once `/readyz` says ok.
    */
-  readonly restartApiServer: (options?: { readonly signal?: "SIGTERM" | "SIGKILL" }) => Promise<{ readonly readyMs: number }>
+  readonly restartApiServer: (
+    options?: { readonly signal?: "SIGTERM" | "SIGKILL" }
+  ) => Promise<{ readonly readyMs: number }>
   /** Kills kube-apiserver and etcd, waits for both to exit, removes the temp directory (unless kept). */
   readonly stop: () => Promise<void>
 }
@@ -284,7 +286,9 @@ const makeApi = (url: string, agent: Agent, token: string): Api => async (method
 }
 
 /** An answer's status and body: parsed JSON, or the text as it was (`ok` from /readyz, an HTML page). */
-export const jsonOrText = async (response: Response): Promise<{ readonly status: number; readonly json: any }> => {
+export const jsonOrText = async (
+  response: { readonly status: number; readonly text: () => Promise<string> }
+): Promise<{ readonly status: number; readonly json: any }> => {
   const text = await response.text()
   try {
     return { status: response.status, json: JSON.parse(text) }
@@ -296,7 +300,9 @@ export const jsonOrText = async (response: Response): Promise<{ readonly status:
 const mustCreate = async (api: Api, urlPath: string, body: unknown) => {
   const { status, json } = await api("POST", urlPath, body)
   if (status !== 201 && status !== 409) {
-    throw new ApiServerUnavailable({ message: `bootstrap: POST ${urlPath} answered ${status}: ${JSON.stringify(json)}` })
+    throw new ApiServerUnavailable({
+      message: `bootstrap: POST ${urlPath} answered ${status}: ${JSON.stringify(json)}`
+    })
   }
 }
 
@@ -317,13 +323,20 @@ const bootstrap = async (api: Api, namespace: string, child: Child, timeoutMs: n
     subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: LIMITED_USER }]
   })
   // Established, and actually served (discovery and the CRD handler can lag the condition).
-  await waitUntil("the Sandbox CRD being served", async () => {
-    const crd = await api("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sandboxes.jr2.dev")
-    const established = (crd.json?.status?.conditions ?? []).some((c: any) => c.type === "Established" && c.status === "True")
-    if (!established) return false
-    const list = await api("GET", `/apis/jr2.dev/v1alpha1/namespaces/${namespace}/sandboxes?limit=1`)
-    return list.status === 200
-  }, child, timeoutMs)
+  await waitUntil(
+    "the Sandbox CRD being served",
+    async () => {
+      const crd = await api("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sandboxes.jr2.dev")
+      const established = (crd.json?.status?.conditions ?? []).some((c: any) =>
+        c.type === "Established" && c.status === "True"
+      )
+      if (!established) return false
+      const list = await api("GET", `/apis/jr2.dev/v1alpha1/namespaces/${namespace}/sandboxes?limit=1`)
+      return list.status === 200
+    },
+    child,
+    timeoutMs
+  )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -341,7 +354,9 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     })
   }
   if (spawnSync("etcd", ["--version"]).status !== 0) {
-    throw new ApiServerUnavailable({ message: "no etcd on PATH. `bash test/apiserver/build.sh` installs Debian's etcd-server." })
+    throw new ApiServerUnavailable({
+      message: "no etcd on PATH. `bash test/apiserver/build.sh` installs Debian's etcd-server."
+    })
   }
   if (spawnSync("openssl", ["version"]).status !== 0) {
     throw new ApiServerUnavailable({ message: "no openssl on PATH (`apt-get install openssl`)." })
@@ -382,43 +397,72 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     const etcdUrl = `http://127.0.0.1:${etcdClientPort}`
     const peerUrl = `http://127.0.0.1:${etcdPeerPort}`
     etcd = spawnChild("etcd", "etcd", [
-      "--name", "sandbox-watch",
-      "--data-dir", path.join(dir, "etcd"),
-      "--listen-client-urls", etcdUrl,
-      "--advertise-client-urls", etcdUrl,
-      "--listen-peer-urls", peerUrl,
-      "--initial-advertise-peer-urls", peerUrl,
-      "--initial-cluster", `sandbox-watch=${peerUrl}`,
-      "--logger", "zap",
-      "--log-level", "warn"
+      "--name",
+      "sandbox-watch",
+      "--data-dir",
+      path.join(dir, "etcd"),
+      "--listen-client-urls",
+      etcdUrl,
+      "--advertise-client-urls",
+      etcdUrl,
+      "--listen-peer-urls",
+      peerUrl,
+      "--initial-advertise-peer-urls",
+      peerUrl,
+      "--initial-cluster",
+      `sandbox-watch=${peerUrl}`,
+      "--logger",
+      "zap",
+      "--log-level",
+      "warn"
     ], path.join(dir, "etcd.log"))
     children.push(etcd)
     const etcdChild = etcd
-    const etcdReadyMs = await waitUntil("etcd answering /health", async () => {
-      const response = await globalThis.fetch(`${etcdUrl}/health`)
-      return response.ok
-    }, etcdChild, timeoutMs)
+    const etcdReadyMs = await waitUntil(
+      "etcd answering /health",
+      async () => {
+        const response = await globalThis.fetch(`${etcdUrl}/health`)
+        return response.ok
+      },
+      etcdChild,
+      timeoutMs
+    )
 
     const url = `https://127.0.0.1:${port}`
     const certDir = path.join(dir, "certs")
     const args = [
-      "--etcd-servers", etcdUrl,
-      "--insecure-port", "0",
-      "--bind-address", "127.0.0.1",
-      "--advertise-address", "127.0.0.1",
-      "--secure-port", String(port),
-      "--cert-dir", certDir,
-      "--token-auth-file", tokenFile,
-      "--authorization-mode", "RBAC",
-      "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
-      "--service-account-key-file", saKey,
-      "--service-account-signing-key-file", saKey,
-      "--service-cluster-ip-range", "10.0.0.0/24",
+      "--etcd-servers",
+      etcdUrl,
+      "--insecure-port",
+      "0",
+      "--bind-address",
+      "127.0.0.1",
+      "--advertise-address",
+      "127.0.0.1",
+      "--secure-port",
+      String(port),
+      "--cert-dir",
+      certDir,
+      "--token-auth-file",
+      tokenFile,
+      "--authorization-mode",
+      "RBAC",
+      "--service-account-issuer",
+      "https://kubernetes.default.svc.cluster.local",
+      "--service-account-key-file",
+      saKey,
+      "--service-account-signing-key-file",
+      saKey,
+      "--service-cluster-ip-range",
+      "10.0.0.0/24",
       // No controller manager here: nothing else should write Endpoints for 127.0.0.1.
-      "--endpoint-reconciler-type", "none",
+      "--endpoint-reconciler-type",
+      "none",
       "--profiling=false",
       `--watch-cache=${options.watchCache ?? true}`,
-      ...(options.etcdCompactionInterval === undefined ? [] : ["--etcd-compaction-interval", options.etcdCompactionInterval])
+      ...(options.etcdCompactionInterval === undefined
+        ? []
+        : ["--etcd-compaction-interval", options.etcdCompactionInterval])
     ]
     const apiLog = path.join(dir, "kube-apiserver.log")
     const certFile = path.join(certDir, "apiserver.crt")
@@ -427,14 +471,19 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
       const child = spawnChild("kube-apiserver", binary, args, apiLog)
       apiServer = child
       children.push(child)
-      const readyMs = await waitUntil("kube-apiserver answering /readyz with ok", async () => {
-        if (agent === undefined) {
-          if (!fs.existsSync(certFile)) return false
-          agent = new Agent({ connect: { ca: fs.readFileSync(certFile, "utf8") } })
-        }
-        const { status, json } = await makeApi(url, agent, adminToken)("GET", "/readyz")
-        return status === 200 && json === "ok"
-      }, child, timeoutMs)
+      const readyMs = await waitUntil(
+        "kube-apiserver answering /readyz with ok",
+        async () => {
+          if (agent === undefined) {
+            if (!fs.existsSync(certFile)) return false
+            agent = new Agent({ connect: { ca: fs.readFileSync(certFile, "utf8") } })
+          }
+          const { status, json } = await makeApi(url, agent, adminToken)("GET", "/readyz")
+          return status === 200 && json === "ok"
+        },
+        child,
+        timeoutMs
+      )
       return readyMs
     }
     const apiServerReadyMs = await startApiServer()
@@ -484,7 +533,8 @@ export const scoped = (options?: StartOptions): Effect.Effect<RealApiServer, Api
   Effect.acquireRelease(
     Effect.tryPromise({
       try: () => start(options),
-      catch: (error) => error instanceof ApiServerUnavailable ? error : new ApiServerUnavailable({ message: String(error) })
+      catch: (error) =>
+        error instanceof ApiServerUnavailable ? error : new ApiServerUnavailable({ message: String(error) })
     }),
     (server) => Effect.promise(() => server.stop())
   )

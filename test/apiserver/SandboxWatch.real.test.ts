@@ -9,21 +9,34 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option, SubscriptionRef } from "effect"
+import * as KubeClient from "../../src/KubeClient.ts"
 import type { KubeResource } from "../../src/KubeResource.ts"
 import { collectionPath } from "../../src/KubeResource.ts"
-import * as KubeClient from "../../src/KubeClient.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as FaultProxy from "../support/FaultProxy.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Probe, WireLog } from "./watchSupport.ts"
-import { clientOn, poll, probe, recordAll, recordChanges, sandboxBody, switchableToken, versionOf } from "./watchSupport.ts"
+import {
+  clientOn,
+  poll,
+  probe,
+  recordAll,
+  recordChanges,
+  sandboxBody,
+  switchableToken,
+  versionOf
+} from "./watchSupport.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
 const ConfigMaps: KubeResource = { group: "", version: "v1", plural: "configmaps", namespaced: true }
 
-const watchOn = (client: KubeClient.KubeClientService, run: string, options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
+const watchOn = (
+  client: KubeClient.KubeClientService,
+  run: string,
+  options: Partial<SandboxWatch.SandboxWatchOptions> = {}
+) =>
   SandboxWatch.make({
     namespace: ns,
     labelSelector: `jr2.dev/run=${run}`,
@@ -69,8 +82,18 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       yield* watch.synced
       const log = yield* wire.await((l) => l.watches.length >= 1, "the first watch")
       const [list] = listed(log)
-      expect(log.lists.map((l) => [l.limit, l.resourceVersion, l.labelSelector])).toEqual([[2, undefined, `jr2.dev/run=${run}`]])
-      expect(list).toEqual({ _tag: "Listed", names, pages: 3, restarts: 0, resourceVersion: expect.stringMatching(/^\d+$/) })
+      expect(log.lists.map((l) => [l.limit, l.resourceVersion, l.labelSelector])).toEqual([[
+        2,
+        undefined,
+        `jr2.dev/run=${run}`
+      ]])
+      expect(list).toEqual({
+        _tag: "Listed",
+        names,
+        pages: 3,
+        restarts: 0,
+        resourceVersion: expect.stringMatching(/^\d+$/)
+      })
       // The watch starts from the list's resourceVersion, with bookmarks and the default timeout.
       expect(log.watches[0]).toMatchObject({
         resourceVersion: list?._tag === "Listed" ? list.resourceVersion : "?",
@@ -119,7 +142,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
         "MODIFIED swr-p6",
         "DELETED swr-p1"
       ])
-      expect((yield* watch.health)).toMatchObject({ synced: true, relists: 0, watchRestarts: 0, cached: 4 })
+      expect(yield* watch.health).toMatchObject({ synced: true, relists: 0, watchRestarts: 0, cached: 4 })
     })))
 
   it.live("a watch the server ends at its timeout resumes from the last resourceVersion heard, a bookmark's included, with no re-list", () =>
@@ -162,53 +185,67 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       expect((yield* watch.health).relists).toBe(0)
     })))
 
-  it.live("an expired resourceVersion (writes unseen across an apiserver restart): 410, a quorum re-list, and only the deleted told gone", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const run = "swr-expired"
-      const admin = yield* clientOn(Facts.connection(facts))
-      yield* seed(admin, run, ["swr-e-keep", "swr-e-goes"])
-      const proxy = yield* FaultProxy.make({ targetPort: facts.port })
-      const wire = yield* probe(yield* clientOn(Facts.connection(facts, { server: proxy.url("https") })))
-      const watch = yield* watchOn(wire.client, run)
-      yield* watch.synced
-      yield* wire.await((l) => l.watches.length >= 1, "the first watch")
-      const keep = yield* recordChanges(watch, "swr-e-keep")
-      const goes = yield* recordChanges(watch, "swr-e-goes")
-      const fresh = yield* recordChanges(watch, "swr-e-new")
-      const all = yield* recordAll(watch)
-      yield* all.awaitShorts(2)
+  it.live(
+    "an expired resourceVersion (writes unseen across an apiserver restart): 410, a quorum re-list, and only the deleted told gone",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const run = "swr-expired"
+        const admin = yield* clientOn(Facts.connection(facts))
+        yield* seed(admin, run, ["swr-e-keep", "swr-e-goes"])
+        const proxy = yield* FaultProxy.make({ targetPort: facts.port })
+        const wire = yield* probe(yield* clientOn(Facts.connection(facts, { server: proxy.url("https") })))
+        const watch = yield* watchOn(wire.client, run)
+        yield* watch.synced
+        yield* wire.await((l) => l.watches.length >= 1, "the first watch")
+        const keep = yield* recordChanges(watch, "swr-e-keep")
+        const goes = yield* recordChanges(watch, "swr-e-goes")
+        const fresh = yield* recordChanges(watch, "swr-e-new")
+        const all = yield* recordAll(watch)
+        yield* all.awaitShorts(2)
 
-      // Nothing reaches the watch from here: its connection is held open, silent.
-      yield* proxy.stall
-      const ready = yield* setPhase(admin, "swr-e-keep", "Ready")
-      yield* admin.delete(SandboxResource, ns, "swr-e-goes")
-      const created = yield* admin.create(SandboxResource, ns, sandboxBody(ns, "swr-e-new", run))
-      // A write elsewhere moves etcd past the last Sandbox event, so the restarted server's watch
-      // cache starts after every resourceVersion the watch could resume from.
-      yield* admin.create(ConfigMaps, ns, { apiVersion: "v1", kind: "ConfigMap", metadata: { generateName: "swr-bump-" }, data: { a: "b" } })
-      yield* Facts.restartApiServer(facts, "SIGKILL")
-      // What the proxy held (the events of those writes) is thrown away with the connections.
-      yield* proxy.resetAll
-      yield* proxy.heal
+        // Nothing reaches the watch from here: its connection is held open, silent.
+        yield* proxy.stall
+        const ready = yield* setPhase(admin, "swr-e-keep", "Ready")
+        yield* admin.delete(SandboxResource, ns, "swr-e-goes")
+        const created = yield* admin.create(SandboxResource, ns, sandboxBody(ns, "swr-e-new", run))
+        // A write elsewhere moves etcd past the last Sandbox event, so the restarted server's watch
+        // cache starts after every resourceVersion the watch could resume from.
+        yield* admin.create(ConfigMaps, ns, {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { generateName: "swr-bump-" },
+          data: { a: "b" }
+        })
+        yield* Facts.restartApiServer(facts, "SIGKILL")
+        // What the proxy held (the events of those writes) is thrown away with the connections.
+        yield* proxy.resetAll
+        yield* proxy.heal
 
-      yield* goes.awaitLast("swr-e-goes", "gone")
-      yield* keep.awaitLast("swr-e-keep", ready)
-      yield* fresh.awaitLast("swr-e-new", versionOf(created))
-      expect(yield* keep.shorts).toEqual(["swr-e-keep:Pending", "swr-e-keep:Ready"])
-      expect(yield* goes.shorts).toEqual(["swr-e-goes:Pending", "swr-e-goes:gone"])
-      expect(yield* fresh.shorts).toEqual(["swr-e-new:gone", "swr-e-new:-"])
-      const log = yield* wire.await((l) => l.lists.length >= 2 && l.watches.at(-1)?.outcome === "open", "the re-list and a new watch")
-      // The resume from the old resourceVersion met the ERROR 410 inside a 200; then a quorum list.
-      const expired = log.watches.filter((w) => w.events.some((e) => e.type === "ERROR"))
-      expect(expired.map((w) => [w.resourceVersion, w.events])).toEqual([
-        [log.watches[0]!.resourceVersion, [{ type: "ERROR", code: 410, reason: "Expired" }]]
-      ])
-      expect(log.lists.map((l) => l.resourceVersion)).toEqual([undefined, undefined])
-      expect(log.lists[1]?.outcome).toMatchObject({ _tag: "Listed", names: ["swr-e-keep", "swr-e-new"] })
-      const rest = (yield* all.told).slice(2).map((t) => `${t.name}:${Option.isSome(t.sandbox) ? t.sandbox.value.status?.phase ?? "-" : "gone"}`)
-      expect([...rest].sort()).toEqual(["swr-e-goes:gone", "swr-e-keep:Ready", "swr-e-new:-"])
-      expect((yield* watch.health).relists).toBe(1)
-    })), 90_000)
+        yield* goes.awaitLast("swr-e-goes", "gone")
+        yield* keep.awaitLast("swr-e-keep", ready)
+        yield* fresh.awaitLast("swr-e-new", versionOf(created))
+        expect(yield* keep.shorts).toEqual(["swr-e-keep:Pending", "swr-e-keep:Ready"])
+        expect(yield* goes.shorts).toEqual(["swr-e-goes:Pending", "swr-e-goes:gone"])
+        expect(yield* fresh.shorts).toEqual(["swr-e-new:gone", "swr-e-new:-"])
+        const log = yield* wire.await(
+          (l) => l.lists.length >= 2 && l.watches.at(-1)?.outcome === "open",
+          "the re-list and a new watch"
+        )
+        // The resume from the old resourceVersion met the ERROR 410 inside a 200; then a quorum list.
+        const expired = log.watches.filter((w) => w.events.some((e) => e.type === "ERROR"))
+        expect(expired.map((w) => [w.resourceVersion, w.events])).toEqual([
+          [log.watches[0]!.resourceVersion, [{ type: "ERROR", code: 410, reason: "Expired" }]]
+        ])
+        expect(log.lists.map((l) => l.resourceVersion)).toEqual([undefined, undefined])
+        expect(log.lists[1]?.outcome).toMatchObject({ _tag: "Listed", names: ["swr-e-keep", "swr-e-new"] })
+        const rest = (yield* all.told).slice(2).map((t) =>
+          `${t.name}:${Option.isSome(t.sandbox) ? t.sandbox.value.status?.phase ?? "-" : "gone"}`
+        )
+        expect([...rest].sort()).toEqual(["swr-e-goes:gone", "swr-e-keep:Ready", "swr-e-new:-"])
+        expect((yield* watch.health).relists).toBe(1)
+      })),
+    90_000
+  )
 
   it.live("401 with a wrong token: the watch backs off, keeps its cache and tells nobody; the right token heals it", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -248,7 +285,7 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       const log = yield* wireLog(wire)
       expect(log.lists.length).toBe(1)
       expect(log.watches.at(-1)?.outcome).toBe("open")
-      expect((yield* watch.health)).toMatchObject({ synced: true, relists: 0, cached: 2 })
+      expect(yield* watch.health).toMatchObject({ synced: true, relists: 0, cached: 2 })
     })))
 
   it.live("403 for a user that may list but not watch: the watch backs off; granting watch heals it without a restart", () =>
@@ -261,7 +298,9 @@ describe("SandboxWatch against the real kube-apiserver", () => {
       // Another file may have granted watch and taken it back moments ago: RBAC takes the
       // revocation in from an informer, so wait until the user is really refused.
       const refusedNow = poll(
-        Facts.request(http, "GET", `${collectionPath(SandboxResource, ns)}?watch=true&timeoutSeconds=1`, { token: facts.limitedUserToken }),
+        Facts.request(http, "GET", `${collectionPath(SandboxResource, ns)}?watch=true&timeoutSeconds=1`, {
+          token: facts.limitedUserToken
+        }),
         (r) => r.status === 403,
         "the limited user to be refused watch"
       )

@@ -9,8 +9,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Metric, Option, SubscriptionRef } from "effect"
-import type { KubeResource } from "../../src/KubeResource.ts"
 import * as KubeClient from "../../src/KubeClient.ts"
+import type { KubeResource } from "../../src/KubeResource.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as FaultProxy from "../support/FaultProxy.ts"
@@ -82,9 +82,17 @@ const transport = (o: string) => o === "KubeTransportError" || o === "KubeMalfor
 const settle = (s: Scenario, alwaysThere: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const truth = yield* truthOf(s.admin, ns, s.run)
-    yield* s.all.await((told) => disagreements(told, truth).length === 0, "allChanges to agree with the server", CatchUp)
+    yield* s.all.await(
+      (told) => disagreements(told, truth).length === 0,
+      "allChanges to agree with the server",
+      CatchUp
+    )
     for (const [name, recorder] of s.byName) {
-      yield* recorder.await((told) => disagreements(told, truth, [name]).length === 0, `changes(${name}) to agree with the server`, CatchUp)
+      yield* recorder.await(
+        (told) => disagreements(told, truth, [name]).length === 0,
+        `changes(${name}) to agree with the server`,
+        CatchUp
+      )
     }
     const snapshot = yield* s.watch.snapshot
     expect([...snapshot.keys()].sort()).toEqual([...truth.keys()].sort())
@@ -100,135 +108,169 @@ const settle = (s: Scenario, alwaysThere: ReadonlyArray<string>) =>
 const lists = (log: WireLog) => log.lists.length
 
 describe("SandboxWatch through faults in front of the real kube-apiserver", () => {
-  it.live("connections reset mid-stream, refused and rejected: each time it resumes where it was, and ends equal to the server", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const names = ["flt-a", "flt-b", "flt-c", "flt-d", "flt-e"]
-      const s = yield* scenario("flt-resets", names, [...names, "flt-f"])
+  it.live(
+    "connections reset mid-stream, refused and rejected: each time it resumes where it was, and ends equal to the server",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const names = ["flt-a", "flt-b", "flt-c", "flt-d", "flt-e"]
+        const s = yield* scenario("flt-resets", names, [...names, "flt-f"])
 
-      const cut: Array<number> = []
-      const e = s.byName.get("flt-e")!
-      // Resets of an open, delivering watch: a change, told, a cut; the resume hears the next.
-      for (const round of [1, 2, 3]) {
-        yield* e.awaitLast("flt-e", yield* s.setPhase("flt-e", `Round${round}`))
+        const cut: Array<number> = []
+        const e = s.byName.get("flt-e")!
+        // Resets of an open, delivering watch: a change, told, a cut; the resume hears the next.
+        for (const round of [1, 2, 3]) {
+          yield* e.awaitLast("flt-e", yield* s.setPhase("flt-e", `Round${round}`))
+          cut.push(yield* s.proxy.resetAll)
+        }
+        // Resets with events in flight: changes and cuts in a burst, nothing waited for.
+        for (const round of [4, 5, 6]) {
+          yield* s.setPhase("flt-e", `Round${round}`)
+          yield* s.proxy.resetAll
+        }
+        yield* s.byName.get("flt-a")!.awaitLast("flt-a", yield* s.setPhase("flt-a", "Ready"))
+
+        // Refused: the listener is closed and the open watch cut; the watch backs off, retrying.
+        const beforeRefuse = (yield* SubscriptionRef.get(s.wire.log)).watches.length
+        yield* s.proxy.refuse
         cut.push(yield* s.proxy.resetAll)
-      }
-      // Resets with events in flight: changes and cuts in a burst, nothing waited for.
-      for (const round of [4, 5, 6]) {
-        yield* s.setPhase("flt-e", `Round${round}`)
+        yield* s.admin.delete(SandboxResource, ns, "flt-b")
+        yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "flt-f", s.run))
+        yield* s.setPhase("flt-c", "Ready")
+        yield* failures(s, beforeRefuse, 3, transport, "three watches refused")
+        yield* s.proxy.heal
+
+        // Rejected: accepted, then reset at once.
+        yield* s.byName.get("flt-c")!.await(
+          (t) => t.some((x) => Option.isSome(x.sandbox) && x.sandbox.value.status?.phase === "Ready"),
+          "flt-c told Ready"
+        )
+        const beforeReject = (yield* SubscriptionRef.get(s.wire.log)).watches.length
+        yield* s.proxy.reject
+        cut.push(yield* s.proxy.resetAll)
+        yield* s.setPhase("flt-d", "Ready")
+        yield* failures(s, beforeReject, 2, transport, "two watches rejected")
+        yield* s.proxy.heal
+
+        yield* settle(s, ["flt-a", "flt-c", "flt-d", "flt-e"])
+        expect((yield* s.byName.get("flt-b")!.told).at(-1)?.sandbox).toEqual(Option.none())
+        expect(yield* s.byName.get("flt-f")!.shorts).toEqual(["flt-f:gone", "flt-f:-"])
+        // Every fault was a resume from the last resourceVersion: nothing ever needed a re-list.
+        const log = yield* SubscriptionRef.get(s.wire.log)
+        expect(lists(log)).toBe(1)
+        expect((yield* s.watch.health).relists).toBe(0)
+        // Each of those cuts hit an open watch.
+        expect(cut.every((n) => n >= 1)).toBe(true)
+        expect(yield* s.byName.get("flt-e")!.shorts).toContain("flt-e:Round6")
+      })),
+    90_000
+  )
+
+  it.live(
+    "a stalled stream (bytes stop, socket open) is taken for dead after timeoutSeconds plus idleMargin, and resumed",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const names = ["stl-a", "stl-b"]
+        const s = yield* scenario("flt-stall", names, names)
+        const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
+        const idleRestarts = Effect.map(
+          Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "idle")),
+          (c) => c.count
+        )
+        const idleBefore = yield* idleRestarts
+        yield* s.proxy.stall
+        // The change's event, and the server's end of the watch at 5 s, are held in the proxy.
+        const ready = yield* s.setPhase("stl-a", "Ready")
+        yield* s.admin.delete(SandboxResource, ns, "stl-b")
+        // After 5 + 2 s of silence the watch hangs up and asks again (the new request is held too).
+        const log = yield* s.wire.await(
+          // The watchdog wins its race against the watch's reader, so the client's stream ends interrupted.
+          (l) => l.watches.slice(before - 1).some((w) => w.outcome === "interrupted") && l.watches.length > before,
+          "the silent watch taken for dead and a new one asked"
+        )
+        // The held-open watch heard nothing of what happened after the stall: it was hung up on.
+        expect(yield* idleRestarts).toBeGreaterThan(idleBefore)
+        const hungUp = log.watches.slice(before - 1).find((w) => w.outcome === "interrupted")
+        expect(
+          hungUp?.events.filter((e) => e.resourceVersion !== undefined && BigInt(e.resourceVersion) >= BigInt(ready))
+        ).toEqual([])
+        expect((yield* s.watch.health).watchRestarts).toBeGreaterThanOrEqual(1)
+        yield* s.proxy.heal
+        yield* s.byName.get("stl-a")!.awaitLast("stl-a", ready)
+        yield* settle(s, ["stl-a"])
+        expect(yield* s.byName.get("stl-a")!.shorts).toEqual(["stl-a:Pending", "stl-a:Warm", "stl-a:Ready"])
+        expect(yield* s.byName.get("stl-b")!.shorts).toEqual(["stl-b:Pending", "stl-b:gone"])
+        expect(lists(yield* SubscriptionRef.get(s.wire.log))).toBe(1)
+      })),
+    90_000
+  )
+
+  it.live(
+    "an outage with deletes and a kube-apiserver restart in it: the resume gets 410, a re-list tells only the deleted gone",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const names = ["out-keep1", "out-keep2", "out-goes1", "out-goes2", "out-label"]
+        const s = yield* scenario("flt-outage", names, [...names, "out-new"])
+        const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
+        yield* s.proxy.refuse
         yield* s.proxy.resetAll
-      }
-      yield* s.byName.get("flt-a")!.awaitLast("flt-a", yield* s.setPhase("flt-a", "Ready"))
+        yield* failures(s, before, 2, transport, "two watches refused")
+        yield* s.admin.delete(SandboxResource, ns, "out-goes1")
+        yield* s.admin.delete(SandboxResource, ns, "out-goes2")
+        yield* s.admin.mergePatch(SandboxResource, ns, "out-label", {
+          metadata: { labels: { "jr2.dev/run": "elsewhere" } }
+        })
+        yield* s.setPhase("out-keep1", "Ready")
+        yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "out-new", s.run))
+        // A write elsewhere, then a restart: the new watch cache starts past every resourceVersion
+        // the watch could resume from.
+        yield* s.admin.create(ConfigMaps, ns, {
+          apiVersion: "v1",
+          kind: "ConfigMap",
+          metadata: { generateName: "flt-bump-" }
+        })
+        yield* Facts.restartApiServer(facts, "SIGTERM")
+        yield* s.setPhase("out-keep2", "Ready")
+        yield* s.proxy.heal
 
-      // Refused: the listener is closed and the open watch cut; the watch backs off, retrying.
-      const beforeRefuse = (yield* SubscriptionRef.get(s.wire.log)).watches.length
-      yield* s.proxy.refuse
-      cut.push(yield* s.proxy.resetAll)
-      yield* s.admin.delete(SandboxResource, ns, "flt-b")
-      yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "flt-f", s.run))
-      yield* s.setPhase("flt-c", "Ready")
-      yield* failures(s, beforeRefuse, 3, transport, "three watches refused")
-      yield* s.proxy.heal
+        yield* settle(s, ["out-keep1", "out-keep2", "out-new"])
+        for (const name of ["out-goes1", "out-goes2", "out-label"]) {
+          expect(yield* s.byName.get(name)!.shorts).toEqual([`${name}:Pending`, `${name}:gone`])
+        }
+        expect(yield* s.byName.get("out-keep1")!.shorts).toEqual([
+          "out-keep1:Pending",
+          "out-keep1:Warm",
+          "out-keep1:Ready"
+        ])
+        expect(yield* s.byName.get("out-keep2")!.shorts).toEqual(["out-keep2:Pending", "out-keep2:Ready"])
+        const log = yield* SubscriptionRef.get(s.wire.log)
+        expect(log.watches.flatMap((w) => w.events).filter((e) => e.type === "ERROR")).toEqual([
+          { type: "ERROR", code: 410, reason: "Expired" }
+        ])
+        expect(lists(log)).toBe(2)
+        expect((yield* s.watch.health).relists).toBe(1)
+      })),
+    120_000
+  )
 
-      // Rejected: accepted, then reset at once.
-      yield* s.byName.get("flt-c")!.await((t) => t.some((x) => Option.isSome(x.sandbox) && x.sandbox.value.status?.phase === "Ready"), "flt-c told Ready")
-      const beforeReject = (yield* SubscriptionRef.get(s.wire.log)).watches.length
-      yield* s.proxy.reject
-      cut.push(yield* s.proxy.resetAll)
-      yield* s.setPhase("flt-d", "Ready")
-      yield* failures(s, beforeReject, 2, transport, "two watches rejected")
-      yield* s.proxy.heal
-
-      yield* settle(s, ["flt-a", "flt-c", "flt-d", "flt-e"])
-      expect((yield* s.byName.get("flt-b")!.told).at(-1)?.sandbox).toEqual(Option.none())
-      expect(yield* s.byName.get("flt-f")!.shorts).toEqual(["flt-f:gone", "flt-f:-"])
-      // Every fault was a resume from the last resourceVersion: nothing ever needed a re-list.
-      const log = yield* SubscriptionRef.get(s.wire.log)
-      expect(lists(log)).toBe(1)
-      expect((yield* s.watch.health).relists).toBe(0)
-      // Each of those cuts hit an open watch.
-      expect(cut.every((n) => n >= 1)).toBe(true)
-      expect(yield* s.byName.get("flt-e")!.shorts).toContain("flt-e:Round6")
-    })), 90_000)
-
-  it.live("a stalled stream (bytes stop, socket open) is taken for dead after timeoutSeconds plus idleMargin, and resumed", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const names = ["stl-a", "stl-b"]
-      const s = yield* scenario("flt-stall", names, names)
-      const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
-      const idleRestarts = Effect.map(Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "idle")), (c) => c.count)
-      const idleBefore = yield* idleRestarts
-      yield* s.proxy.stall
-      // The change's event, and the server's end of the watch at 5 s, are held in the proxy.
-      const ready = yield* s.setPhase("stl-a", "Ready")
-      yield* s.admin.delete(SandboxResource, ns, "stl-b")
-      // After 5 + 2 s of silence the watch hangs up and asks again (the new request is held too).
-      const log = yield* s.wire.await(
-        // The watchdog wins its race against the watch's reader, so the client's stream ends interrupted.
-        (l) => l.watches.slice(before - 1).some((w) => w.outcome === "interrupted") && l.watches.length > before,
-        "the silent watch taken for dead and a new one asked"
-      )
-      // The held-open watch heard nothing of what happened after the stall: it was hung up on.
-      expect(yield* idleRestarts).toBeGreaterThan(idleBefore)
-      const hungUp = log.watches.slice(before - 1).find((w) => w.outcome === "interrupted")
-      expect(hungUp?.events.filter((e) => e.resourceVersion !== undefined && BigInt(e.resourceVersion) >= BigInt(ready))).toEqual([])
-      expect((yield* s.watch.health).watchRestarts).toBeGreaterThanOrEqual(1)
-      yield* s.proxy.heal
-      yield* s.byName.get("stl-a")!.awaitLast("stl-a", ready)
-      yield* settle(s, ["stl-a"])
-      expect(yield* s.byName.get("stl-a")!.shorts).toEqual(["stl-a:Pending", "stl-a:Warm", "stl-a:Ready"])
-      expect(yield* s.byName.get("stl-b")!.shorts).toEqual(["stl-b:Pending", "stl-b:gone"])
-      expect(lists(yield* SubscriptionRef.get(s.wire.log))).toBe(1)
-    })), 90_000)
-
-  it.live("an outage with deletes and a kube-apiserver restart in it: the resume gets 410, a re-list tells only the deleted gone", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const names = ["out-keep1", "out-keep2", "out-goes1", "out-goes2", "out-label"]
-      const s = yield* scenario("flt-outage", names, [...names, "out-new"])
-      const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
-      yield* s.proxy.refuse
-      yield* s.proxy.resetAll
-      yield* failures(s, before, 2, transport, "two watches refused")
-      yield* s.admin.delete(SandboxResource, ns, "out-goes1")
-      yield* s.admin.delete(SandboxResource, ns, "out-goes2")
-      yield* s.admin.mergePatch(SandboxResource, ns, "out-label", { metadata: { labels: { "jr2.dev/run": "elsewhere" } } })
-      yield* s.setPhase("out-keep1", "Ready")
-      yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "out-new", s.run))
-      // A write elsewhere, then a restart: the new watch cache starts past every resourceVersion
-      // the watch could resume from.
-      yield* s.admin.create(ConfigMaps, ns, { apiVersion: "v1", kind: "ConfigMap", metadata: { generateName: "flt-bump-" } })
-      yield* Facts.restartApiServer(facts, "SIGTERM")
-      yield* s.setPhase("out-keep2", "Ready")
-      yield* s.proxy.heal
-
-      yield* settle(s, ["out-keep1", "out-keep2", "out-new"])
-      for (const name of ["out-goes1", "out-goes2", "out-label"]) {
-        expect(yield* s.byName.get(name)!.shorts).toEqual([`${name}:Pending`, `${name}:gone`])
-      }
-      expect(yield* s.byName.get("out-keep1")!.shorts).toEqual(["out-keep1:Pending", "out-keep1:Warm", "out-keep1:Ready"])
-      expect(yield* s.byName.get("out-keep2")!.shorts).toEqual(["out-keep2:Pending", "out-keep2:Ready"])
-      const log = yield* SubscriptionRef.get(s.wire.log)
-      expect(log.watches.flatMap((w) => w.events).filter((e) => e.type === "ERROR")).toEqual([
-        { type: "ERROR", code: 410, reason: "Expired" }
-      ])
-      expect(lists(log)).toBe(2)
-      expect((yield* s.watch.health).relists).toBe(1)
-    })), 120_000)
-
-  it.live("kube-apiserver killed (SIGKILL) under an open watch and started again: the watch backs off, comes back and catches up", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const names = ["crash-a", "crash-b", "crash-c"]
-      const s = yield* scenario("flt-crash", names, [...names, "crash-d"])
-      const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
-      yield* Facts.restartApiServer(facts, "SIGKILL")
-      // While it was down the watch failed (the proxy could not reach it) and backed off.
-      const down = yield* SubscriptionRef.get(s.wire.log)
-      expect(down.watches.slice(before - 1).some((w) => transport(w.outcome))).toBe(true)
-      yield* s.setPhase("crash-a", "Ready")
-      yield* s.admin.delete(SandboxResource, ns, "crash-b")
-      yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "crash-d", s.run))
-      yield* settle(s, ["crash-a", "crash-c", "crash-d"])
-      expect((yield* s.byName.get("crash-b")!.shorts)).toEqual(["crash-b:Pending", "crash-b:gone"])
-      expect((yield* s.byName.get("crash-a")!.shorts).at(-1)).toBe("crash-a:Ready")
-      expect((yield* s.byName.get("crash-d")!.shorts)).toEqual(["crash-d:gone", "crash-d:-"])
-    })), 120_000)
+  it.live(
+    "kube-apiserver killed (SIGKILL) under an open watch and started again: the watch backs off, comes back and catches up",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const names = ["crash-a", "crash-b", "crash-c"]
+        const s = yield* scenario("flt-crash", names, [...names, "crash-d"])
+        const before = (yield* SubscriptionRef.get(s.wire.log)).watches.length
+        yield* Facts.restartApiServer(facts, "SIGKILL")
+        // While it was down the watch failed (the proxy could not reach it) and backed off.
+        const down = yield* SubscriptionRef.get(s.wire.log)
+        expect(down.watches.slice(before - 1).some((w) => transport(w.outcome))).toBe(true)
+        yield* s.setPhase("crash-a", "Ready")
+        yield* s.admin.delete(SandboxResource, ns, "crash-b")
+        yield* s.admin.create(SandboxResource, ns, sandboxBody(ns, "crash-d", s.run))
+        yield* settle(s, ["crash-a", "crash-c", "crash-d"])
+        expect(yield* s.byName.get("crash-b")!.shorts).toEqual(["crash-b:Pending", "crash-b:gone"])
+        expect((yield* s.byName.get("crash-a")!.shorts).at(-1)).toBe("crash-a:Ready")
+        expect(yield* s.byName.get("crash-d")!.shorts).toEqual(["crash-d:gone", "crash-d:-"])
+      })),
+    120_000
+  )
 })

@@ -21,7 +21,11 @@ describe("real kube-apiserver restart", () => {
       const http: Http = { agent, base: facts.url }
       const created = yield* Facts.request(http, "POST", sandboxes, {
         token: admin,
-        body: { apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { name: "restart-a", labels: { "jr2.dev/run": "restart" } } }
+        body: {
+          apiVersion: "jr2.dev/v1alpha1",
+          kind: "Sandbox",
+          metadata: { name: "restart-a", labels: { "jr2.dev/run": "restart" } }
+        }
       })
       expect(created.status).toBe(201)
       const rv = created.json.metadata.resourceVersion as string

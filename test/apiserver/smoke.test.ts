@@ -3,8 +3,8 @@
  * what the Sandbox watch relies on, as the real server does it. Live by necessity (real sockets and
  * a real server); every wait is on a response or a line, never on a clock of ours.
  */
-import { describe, expect, it } from "@effect/vitest"
 import { Agent, fetch } from "@effect/platform-node/Undici"
+import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { collectionPath } from "../../src/KubeResource.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
@@ -38,7 +38,11 @@ const create = (http: Http, body: { metadata: { name: string } }) =>
 const summary = (steps: ReadonlyArray<WatchStep>) =>
   steps.map((step) =>
     step._tag === "Line"
-      ? [step.event.type, step.event.object?.metadata?.name ?? step.event.object?.reason, step.event.object?.status?.phase]
+      ? [
+        step.event.type,
+        step.event.object?.metadata?.name ?? step.event.object?.reason,
+        step.event.object?.status?.phase
+      ]
       : [step._tag]
   )
 
@@ -52,7 +56,8 @@ describe("real kube-apiserver", () => {
       expect([ready.status, ready.json]).toEqual([200, "ok"])
       // Without the CA the chain ends in an untrusted self-signed CA: verification is on.
       const untrusted = yield* Effect.promise(() =>
-        fetch(`${facts.url}/version`, { dispatcher: new Agent() }).then(() => "trusted", (error) => String(error.cause?.code))
+        fetch(`${facts.url}/version`, { dispatcher: new Agent() }).then(() => "trusted", (error) =>
+          String(error.cause?.code))
       )
       expect(untrusted).toBe("SELF_SIGNED_CERT_IN_CHAIN")
     })))
@@ -61,7 +66,9 @@ describe("real kube-apiserver", () => {
     Effect.scoped(Effect.gen(function*() {
       const http = yield* direct
       for (const i of [0, 1, 2, 3, 4]) yield* create(http, sandbox(`paging-${i}`, "paging"))
-      const pages: Array<{ names: Array<string>; rv: string; continue: string | undefined; remaining: number | undefined }> = []
+      const pages: Array<
+        { names: Array<string>; rv: string; continue: string | undefined; remaining: number | undefined }
+      > = []
       let token: string | undefined
       do {
         const query = `labelSelector=${encodeURIComponent("jr2.dev/run=paging")}&limit=2` +
@@ -105,7 +112,10 @@ describe("real kube-apiserver", () => {
       const created = yield* create(http, sandbox("watch-a", "watch", { status: { phase: "Ready" } }))
       expect(created.status).toBeUndefined()
       const withStatus = { ...created, status: { phase: "Ready", endpoint: "10.0.0.9:7000" } }
-      const updated = yield* Facts.request(http, "PUT", `${sandboxes}/watch-a/status`, { token: admin, body: withStatus })
+      const updated = yield* Facts.request(http, "PUT", `${sandboxes}/watch-a/status`, {
+        token: admin,
+        body: withStatus
+      })
       expect([updated.status, updated.json.status]).toEqual([200, { phase: "Ready", endpoint: "10.0.0.9:7000" }])
       const deleted = yield* Facts.request(http, "DELETE", `${sandboxes}/watch-a`, { token: admin })
       expect(deleted.status).toBe(200)
@@ -127,8 +137,14 @@ describe("real kube-apiserver", () => {
       // the last event.
       for (const step of bookmarks) {
         const bookmark = step._tag === "Line" ? step.event.object : undefined
-        expect([bookmark.kind, bookmark.apiVersion, Object.keys(bookmark.metadata)]).toEqual(["Sandbox", "jr2.dev/v1alpha1", ["resourceVersion"]])
-        expect(Number(bookmark.metadata.resourceVersion)).toBeGreaterThanOrEqual(Number(removed.metadata.resourceVersion))
+        expect([bookmark.kind, bookmark.apiVersion, Object.keys(bookmark.metadata)]).toEqual([
+          "Sandbox",
+          "jr2.dev/v1alpha1",
+          ["resourceVersion"]
+        ])
+        expect(Number(bookmark.metadata.resourceVersion)).toBeGreaterThanOrEqual(
+          Number(removed.metadata.resourceVersion)
+        )
       }
     })))
 
@@ -162,7 +178,9 @@ describe("real kube-apiserver", () => {
       const limited = facts.limitedUserToken
       const list = yield* Facts.request(http, "GET", sandboxes, { token: limited })
       expect(list.status).toBe(200)
-      const forbidden = yield* Facts.request(http, "GET", `${sandboxes}?watch=true&timeoutSeconds=1`, { token: limited })
+      const forbidden = yield* Facts.request(http, "GET", `${sandboxes}?watch=true&timeoutSeconds=1`, {
+        token: limited
+      })
       expect([forbidden.status, forbidden.json.reason, forbidden.json.details]).toEqual([
         403,
         "Forbidden",
@@ -189,7 +207,9 @@ describe("real kube-apiserver", () => {
       expect(list.status).toBe(200)
       const watch = yield* Facts.openWatch(
         http,
-        `${sandboxes}?watch=true&resourceVersion=${list.json.metadata.resourceVersion}&labelSelector=${encodeURIComponent("jr2.dev/run=proxy")}`,
+        `${sandboxes}?watch=true&resourceVersion=${list.json.metadata.resourceVersion}&labelSelector=${
+          encodeURIComponent("jr2.dev/run=proxy")
+        }`,
         admin
       )
       expect(watch.status).toBe(200)

@@ -17,8 +17,8 @@ import type { Sandbox } from "../../src/Sandbox.ts"
 import { Sandbox as SandboxSchema, SandboxResource } from "../../src/Sandbox.ts"
 import type { SandboxWatchService } from "../../src/SandboxWatch.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
-import type { ApiServerFacts } from "./RealApiServer.ts"
 import * as Facts from "./ApiServerFacts.ts"
+import type { ApiServerFacts } from "./RealApiServer.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Objects and clients
@@ -33,7 +33,9 @@ export const sandboxBody = (namespace: string, name: string, run: string, extra:
 })
 
 /** A `KubeClient` on `connection`, closed with the scope. */
-export const clientOn = (connection: ClusterConnection): Effect.Effect<KubeClient.KubeClientService, never, Scope.Scope> =>
+export const clientOn = (
+  connection: ClusterConnection
+): Effect.Effect<KubeClient.KubeClientService, never, Scope.Scope> =>
   Effect.provideService(KubeClient.make(), KubeConfig, connection)
 
 /** A token a test can swap while the watch runs: the client reads it afresh for every request. */
@@ -42,7 +44,10 @@ export interface SwitchableToken {
   readonly set: (token: string) => Effect.Effect<void>
 }
 
-export const switchableToken = (facts: ApiServerFacts, options: { readonly server?: string; readonly token: string }): SwitchableToken => {
+export const switchableToken = (
+  facts: ApiServerFacts,
+  options: { readonly server?: string; readonly token: string }
+): SwitchableToken => {
   let token = options.token
   return {
     connection: {
@@ -60,10 +65,18 @@ export const switchableToken = (facts: ApiServerFacts, options: { readonly serve
  * Creates `names` labelled `run`, each then written `Pending` (a create ignores status); returns
  * the setter of a name's phase, which answers with the write's resourceVersion.
  */
-export const seedPending = (admin: KubeClient.KubeClientService, namespace: string, run: string, names: ReadonlyArray<string>) =>
+export const seedPending = (
+  admin: KubeClient.KubeClientService,
+  namespace: string,
+  run: string,
+  names: ReadonlyArray<string>
+) =>
   Effect.gen(function*() {
     const setPhase = (name: string, phase: string) =>
-      Effect.map(admin.mergePatch(SandboxResource, namespace, name, { status: { phase } }, { subresource: "status" }), versionOf)
+      Effect.map(
+        admin.mergePatch(SandboxResource, namespace, name, { status: { phase } }, { subresource: "status" }),
+        versionOf
+      )
     for (const name of names) {
       yield* admin.create(SandboxResource, namespace, sandboxBody(namespace, name, run))
       yield* setPhase(name, "Pending")
@@ -81,7 +94,9 @@ export const truthOf = (client: KubeClient.KubeClientService, namespace: string,
 /** A write's answer: the object's name and resourceVersion, for a test to wait on. */
 export const versionOf = (answer: unknown): string => {
   const rv = (answer as { metadata?: { resourceVersion?: unknown } } | null)?.metadata?.resourceVersion
-  if (typeof rv !== "string") throw new Error(`the write's answer had no metadata.resourceVersion: ${JSON.stringify(answer)}`)
+  if (typeof rv !== "string") {
+    throw new Error(`the write's answer had no metadata.resourceVersion: ${JSON.stringify(answer)}`)
+  }
   return rv
 }
 
@@ -121,7 +136,9 @@ export const poll = <A, E, R>(
       const value = yield* get
       if (check(value)) return value
       if (Date.now() > deadline) {
-        return yield* Effect.dieMessage(`polled ${Duration.format(Duration.decode(limit))} for ${what}; last seen: ${show(value)}`)
+        return yield* Effect.dieMessage(
+          `polled ${Duration.format(Duration.decode(limit))} for ${what}; last seen: ${show(value)}`
+        )
       }
       // A poll of another process's state: the pause is between looks, it makes nothing happen.
       yield* Effect.sleep("25 millis")
@@ -162,7 +179,13 @@ export interface ListCall {
   readonly resourceVersion: string | undefined
   readonly labelSelector: string | undefined
   readonly outcome:
-    | { readonly _tag: "Listed"; readonly names: ReadonlyArray<string>; readonly pages: number; readonly restarts: number; readonly resourceVersion: string }
+    | {
+      readonly _tag: "Listed"
+      readonly names: ReadonlyArray<string>
+      readonly pages: number
+      readonly restarts: number
+      readonly resourceVersion: string
+    }
     | { readonly _tag: "Failed"; readonly failure: string }
 }
 
@@ -174,7 +197,11 @@ export interface WireLog {
 export interface Probe {
   readonly client: KubeClient.KubeClientService
   readonly log: SubscriptionRef.SubscriptionRef<WireLog>
-  readonly await: (predicate: (log: WireLog) => boolean, what: string, limit?: Duration.DurationInput) => Effect.Effect<WireLog>
+  readonly await: (
+    predicate: (log: WireLog) => boolean,
+    what: string,
+    limit?: Duration.DurationInput
+  ) => Effect.Effect<WireLog>
 }
 
 /**
@@ -182,7 +209,9 @@ export interface Probe {
  * caller's stream carried into the watch) by its tag and reason. A watch the caller hangs up on
  * ends `interrupted`.
  */
-export const describeFailure = (error: KubeClientError | { readonly _tag: string; readonly reason?: unknown }): string =>
+export const describeFailure = (
+  error: KubeClientError | { readonly _tag: string; readonly reason?: unknown }
+): string =>
   error._tag === "KubeStatusError" && "code" in error
     ? `${error._tag} ${error.code}`
     : "reason" in error && typeof error.reason === "string" && !error._tag.startsWith("Kube")
@@ -296,14 +325,21 @@ export interface Told {
 
 /** `name:phase` (`-` without one), or `name:gone`. */
 export const short = (told: Told): string =>
-  Option.match(told.sandbox, { onNone: () => `${told.name}:gone`, onSome: (s) => `${told.name}:${s.status?.phase ?? "-"}` })
+  Option.match(told.sandbox, {
+    onNone: () => `${told.name}:gone`,
+    onSome: (s) => `${told.name}:${s.status?.phase ?? "-"}`
+  })
 
 export interface Recorder {
   readonly told: Effect.Effect<ReadonlyArray<Told>>
   /** `short` of each thing told, in order. */
   readonly shorts: Effect.Effect<ReadonlyArray<string>>
   /** Waits until `predicate` holds of everything told so far. */
-  readonly await: (predicate: (told: ReadonlyArray<Told>) => boolean, what: string, limit?: Duration.DurationInput) => Effect.Effect<ReadonlyArray<Told>>
+  readonly await: (
+    predicate: (told: ReadonlyArray<Told>) => boolean,
+    what: string,
+    limit?: Duration.DurationInput
+  ) => Effect.Effect<ReadonlyArray<Told>>
   /** Waits until `count` things were told; returns their `short`s. */
   readonly awaitShorts: (count: number) => Effect.Effect<ReadonlyArray<string>>
   /** Waits until `name` was last told the Sandbox at `resourceVersion` (or gone, for `"gone"`). */
@@ -314,13 +350,17 @@ const recorder = (stream: Stream.Stream<Told>): Effect.Effect<Recorder, never, S
   Effect.gen(function*() {
     const ref = yield* SubscriptionRef.make<ReadonlyArray<Told>>([])
     yield* Effect.forkScoped(Stream.runForEach(stream, (t) => SubscriptionRef.update(ref, (all) => [...all, t])))
-    const awaitTold = (predicate: (told: ReadonlyArray<Told>) => boolean, what: string, limit?: Duration.DurationInput) =>
-      waitFor(ref, predicate, what, limit)
+    const awaitTold = (
+      predicate: (told: ReadonlyArray<Told>) => boolean,
+      what: string,
+      limit?: Duration.DurationInput
+    ) => waitFor(ref, predicate, what, limit)
     return {
       told: SubscriptionRef.get(ref),
       shorts: Effect.map(SubscriptionRef.get(ref), (all) => all.map(short)),
       await: awaitTold,
-      awaitShorts: (count) => Effect.map(awaitTold((t) => t.length >= count, `${count} things told`), (all) => all.map(short)),
+      awaitShorts: (count) =>
+        Effect.map(awaitTold((t) => t.length >= count, `${count} things told`), (all) => all.map(short)),
       awaitLast: (name, resourceVersion) =>
         awaitTold((all) => {
           const last = lastByName(all).get(name)
@@ -374,11 +414,19 @@ export const disagreements = (
     const expected = truth.get(name)
     const got = last.get(name)
     if (expected === undefined) {
-      if (got !== undefined && Option.isSome(got)) out.push(`${name}: told rv ${got.value.metadata.resourceVersion}, but it is gone`)
+      if (got !== undefined && Option.isSome(got)) {
+        out.push(`${name}: told rv ${got.value.metadata.resourceVersion}, but it is gone`)
+      }
     } else if (got === undefined || Option.isNone(got)) {
-      out.push(`${name}: exists at rv ${expected.metadata.resourceVersion}, but was last told ${got === undefined ? "nothing" : "gone"}`)
+      out.push(
+        `${name}: exists at rv ${expected.metadata.resourceVersion}, but was last told ${
+          got === undefined ? "nothing" : "gone"
+        }`
+      )
     } else if (canonical(got.value) !== canonical(expected)) {
-      out.push(`${name}: told rv ${got.value.metadata.resourceVersion}, the server has rv ${expected.metadata.resourceVersion}`)
+      out.push(
+        `${name}: told rv ${got.value.metadata.resourceVersion}, the server has rv ${expected.metadata.resourceVersion}`
+      )
     }
   }
   return out

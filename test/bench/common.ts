@@ -92,7 +92,9 @@ export const gcWatch = async () => {
       count++
       total += entry.duration
       longest = Math.max(longest, entry.duration)
-      if ((entry as { readonly detail?: { readonly kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) major++
+      if (
+        (entry as { readonly detail?: { readonly kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR
+      ) major++
     }
   })
   observer.observe({ entryTypes: ["gc"] })

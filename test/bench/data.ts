@@ -22,7 +22,7 @@ export const mix32 = (x: number): number => {
 }
 
 /** mulberry32: small, fast, seeded. */
-export const rng = (seed: number): (() => number) => {
+export const rng = (seed: number): () => number => {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0
@@ -56,8 +56,29 @@ const time = (r: () => number, base = Date.UTC(2026, 10, 1, 9, 0, 0)) =>
   new Date(base + Math.floor(r() * 86_400_000)).toISOString().replace(/\.\d{3}Z$/, "Z")
 
 const words = [
-  "fetch", "repo", "cache", "node", "harness", "layer", "token", "mount", "pull", "image", "retry", "quota",
-  "volume", "timeout", "exit", "signal", "stderr", "effector", "landlock", "kernel", "module", "build", "step"
+  "fetch",
+  "repo",
+  "cache",
+  "node",
+  "harness",
+  "layer",
+  "token",
+  "mount",
+  "pull",
+  "image",
+  "retry",
+  "quota",
+  "volume",
+  "timeout",
+  "exit",
+  "signal",
+  "stderr",
+  "effector",
+  "landlock",
+  "kernel",
+  "module",
+  "build",
+  "step"
 ]
 const sentence = (r: () => number, length: number) => {
   let s = ""
@@ -85,11 +106,16 @@ export const makeSandbox = (
   const run = `run-${(index % 97).toString(36)}`
   const created = time(fixed, Date.UTC(2026, 9, 30))
   const repoCount = 1 + Math.floor(fixed() * 3)
-  const repoKeys = Array.from({ length: repoCount }, (_, i) => `git.example.com/team-${hex(mix32(index + i), 4)}/service-${i}`)
+  const repoKeys = Array.from(
+    { length: repoCount },
+    (_, i) => `git.example.com/team-${hex(mix32(index + i), 4)}/service-${i}`
+  )
   const conditionCount = 3 + Math.floor(fixed() * 3)
   const phase = phases[Math.floor(r() * phases.length)]!
   const changed = time(r)
-  const annotations: Record<string, string> = { "jr2.dev/requested-by": `orchestrator/${run}/task-${hex(mix32(index), 6)}` }
+  const annotations: Record<string, string> = {
+    "jr2.dev/requested-by": `orchestrator/${run}/task-${hex(mix32(index), 6)}`
+  }
   if (sent) annotations[SentAnnotation] = SentPlaceholder
   const managedFields = [
     {
@@ -99,8 +125,15 @@ export const makeSandbox = (
       time: created,
       fieldsType: "FieldsV1",
       fieldsV1: {
-        "f:metadata": { "f:annotations": { ".": {}, "f:jr2.dev/requested-by": {} }, "f:labels": { ".": {}, "f:jr2.dev/run": {}, "f:jr2.dev/size": {}, "f:jr2.dev/instance": {} } },
-        "f:spec": { ".": {}, "f:repos": {}, "f:resources": { ".": {}, "f:limits": { ".": {}, "f:cpu": {}, "f:memory": {} } } }
+        "f:metadata": {
+          "f:annotations": { ".": {}, "f:jr2.dev/requested-by": {} },
+          "f:labels": { ".": {}, "f:jr2.dev/run": {}, "f:jr2.dev/size": {}, "f:jr2.dev/instance": {} }
+        },
+        "f:spec": {
+          ".": {},
+          "f:repos": {},
+          "f:resources": { ".": {}, "f:limits": { ".": {}, "f:cpu": {}, "f:memory": {} } }
+        }
       }
     },
     {
@@ -111,8 +144,18 @@ export const makeSandbox = (
       fieldsType: "FieldsV1",
       fieldsV1: {
         "f:status": {
-          ".": {}, "f:conditions": {}, "f:endpoint": {}, "f:phase": {}, "f:podUID": {}, "f:repos": {}, "f:waiting": {},
-          "f:harness": { ".": {}, "f:lastTerminated": { ".": {}, "f:exitCode": {}, "f:finishedAt": {}, "f:message": {}, "f:reason": {} }, "f:restartCount": {} },
+          ".": {},
+          "f:conditions": {},
+          "f:endpoint": {},
+          "f:phase": {},
+          "f:podUID": {},
+          "f:repos": {},
+          "f:waiting": {},
+          "f:harness": {
+            ".": {},
+            "f:lastTerminated": { ".": {}, "f:exitCode": {}, "f:finishedAt": {}, "f:message": {}, "f:reason": {} },
+            "f:restartCount": {}
+          },
           "f:effector": { ".": {}, "f:restartCount": {} }
         }
       },
@@ -153,7 +196,11 @@ export const makeSandbox = (
         restartCount: variant % 5,
         lastTerminated: { reason: "Error", exitCode: 1 + (variant % 3), finishedAt: changed, message: sentence(r, 200) }
       },
-      waiting: [{ container: "harness", reason: "CrashLoopBackOff", message: "back-off 10s restarting failed container=harness" }],
+      waiting: [{
+        container: "harness",
+        reason: "CrashLoopBackOff",
+        message: "back-off 10s restarting failed container=harness"
+      }],
       effector: { restartCount: 0 }
     }
   }
@@ -188,7 +235,12 @@ export const evolve = (base: Json, index: number, variant: number, resourceVersi
       conditions: (status.conditions as Array<Json>).map((c, i) =>
         i === 0 ? { ...c, status: r() < 0.8 ? "True" : "False", lastTransitionTime: changed } : c
       ),
-      repos: (status.repos as Array<Json>).map((repo) => ({ key: repo.key, asked: changed, fetched: changed, attempted: changed })),
+      repos: (status.repos as Array<Json>).map((repo) => ({
+        key: repo.key,
+        asked: changed,
+        fetched: changed,
+        attempted: changed
+      })),
       harness: {
         restartCount: variant % 5,
         lastTerminated: { reason: "Error", exitCode: 1 + (variant % 3), finishedAt: changed, message: sentence(r, 200) }

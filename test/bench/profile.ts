@@ -62,7 +62,9 @@ export const hottest = (
       continue
     }
     const where = url === "" ? "" : `${shorten(url)}:${lineNumber + 1}`
-    const module = url === "" ? (name.startsWith("(") ? name : "(native)") : shorten(url).replace(/^effect\/dist\/esm\//, "effect/")
+    const module = url === ""
+      ? (name.startsWith("(") ? name : "(native)")
+      : shorten(url).replace(/^effect\/dist\/esm\//, "effect/")
     byModule.set(module, (byModule.get(module) ?? 0) + delta)
     const key = `${name} ${where}`
     const entry = self.get(key) ?? { name, where, us: 0 }
@@ -72,7 +74,12 @@ export const hottest = (
   const rows = [...self.values()]
     .sort((a, b) => b.us - a.us)
     .slice(0, top)
-    .map((e) => ({ name: e.name, where: e.where, selfMs: e.us / 1000, selfPercent: (100 * e.us) / Math.max(1, total - idle) }))
+    .map((e) => ({
+      name: e.name,
+      where: e.where,
+      selfMs: e.us / 1000,
+      selfPercent: (100 * e.us) / Math.max(1, total - idle)
+    }))
   const modules = [...byModule.entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, top)
@@ -105,18 +112,22 @@ export const allocationsMarkdown = (file: string, top = 15): string => {
   visit(root)
   const rows = [...byFunction.entries()].sort((a, b) => b[1] - a[1]).slice(0, top)
   return [
-    `Allocation profile \`${shorten(file)}\`: ${(total / 1048576).toFixed(1)} MB sampled; top ${rows.length} functions by bytes allocated (self).`,
+    `Allocation profile \`${shorten(file)}\`: ${
+      (total / 1048576).toFixed(1)
+    } MB sampled; top ${rows.length} functions by bytes allocated (self).`,
     "",
     "| % | MB | function | where |",
     "|---:|---:|---|---|",
-    ...rows.map(([key, bytes]) => `| ${((100 * bytes) / Math.max(1, total)).toFixed(1)} | ${(bytes / 1048576).toFixed(1)} | ${key} |`),
+    ...rows.map(([key, bytes]) =>
+      `| ${((100 * bytes) / Math.max(1, total)).toFixed(1)} | ${(bytes / 1048576).toFixed(1)} | ${key} |`
+    ),
     "",
     "By file or package: " +
-      [...byModule.entries()]
-        .sort((a, b) => b[1] - a[1])
-        .slice(0, top)
-        .map(([m, bytes]) => `${m} ${((100 * bytes) / Math.max(1, total)).toFixed(1)}%`)
-        .join(", ")
+    [...byModule.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([m, bytes]) => `${m} ${((100 * bytes) / Math.max(1, total)).toFixed(1)}%`)
+      .join(", ")
   ].join("\n")
 }
 
@@ -124,7 +135,9 @@ export const markdown = (file: string, top = 15): string => {
   if (file.endsWith(".heapprofile")) return allocationsMarkdown(file, top)
   const { totalMs, idleMs, rows, modules } = hottest(file, top)
   const lines = [
-    `Profile \`${shorten(file)}\`: ${totalMs.toFixed(0)} ms busy (${idleMs.toFixed(0)} ms idle, not counted); top ${rows.length} by self time, % of busy time.`,
+    `Profile \`${shorten(file)}\`: ${totalMs.toFixed(0)} ms busy (${
+      idleMs.toFixed(0)
+    } ms idle, not counted); top ${rows.length} by self time, % of busy time.`,
     "",
     "| self % | self ms | function | where |",
     "|---:|---:|---|---|",

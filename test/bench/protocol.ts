@@ -57,10 +57,11 @@ export const apiServerSecrets = (p: ChildParams): ApiServerSecrets | undefined =
   if (p.tls !== true) return undefined
   const caPem = process.env[SecretEnv.ca] ?? ""
   const token = process.env[SecretEnv.token] ?? ""
-  if (caPem === "" || token === "") throw new Error(`a tls child needs ${SecretEnv.ca} and ${SecretEnv.token} in its environment`)
+  if (caPem === "" || token === "") {
+    throw new Error(`a tls child needs ${SecretEnv.ca} and ${SecretEnv.token} in its environment`)
+  }
   return { caPem, token }
 }
 
 /** The mode of a scenario's namespace on the replay server. */
-export const modeOf = (scenario: Scenario): string =>
-  scenario === "fanout" ? "hot" : scenario
+export const modeOf = (scenario: Scenario): string => scenario === "fanout" ? "hot" : scenario

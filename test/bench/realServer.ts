@@ -3,9 +3,9 @@
  * has built it: etcd and kube-apiserver started by test/apiserver/RealApiServer.ts, seeded with the
  * N Sandboxes the replay server lists, from the same generator.
  */
+import { Agent, fetch } from "@effect/platform-node/Undici"
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
-import { Agent, fetch } from "@effect/platform-node/Undici"
 import * as RealApiServer from "../apiserver/RealApiServer.ts"
 import { Group, makeSandbox, Plural, Version } from "./data.ts"
 
@@ -41,7 +41,15 @@ const createBody = (index: number, namespace: string) => {
     status: unknown
     metadata: Record<string, unknown>
   }
-  const { resourceVersion: _rv, uid: _uid, creationTimestamp: _ct, managedFields: _mf, generation: _g, selfLink: _sl, ...settable } = metadata
+  const {
+    resourceVersion: _rv,
+    uid: _uid,
+    creationTimestamp: _ct,
+    managedFields: _mf,
+    generation: _g,
+    selfLink: _sl,
+    ...settable
+  } = metadata
   return { object: { ...rest, metadata: settable }, status }
 }
 
@@ -53,21 +61,33 @@ const call = async (agent: Agent, token: string, method: string, url: string, bo
     ...(body === undefined ? {} : { body: JSON.stringify(body) })
   })
   const text = await response.text()
-  if (response.status >= 300) throw new Error(`${method} ${new URL(url).pathname}: HTTP ${response.status}: ${text.slice(0, 300)}`)
+  if (response.status >= 300) {
+    throw new Error(`${method} ${new URL(url).pathname}: HTTP ${response.status}: ${text.slice(0, 300)}`)
+  }
   return text
 }
 
 /** Creates the N Sandboxes, eight writes in flight; resolves with the mean size of one as served. */
 const seed = async (agent: Agent, target: RealTarget, n: number): Promise<number> => {
-  const collection = `${target.url}/apis/${Group}/${Version}/namespaces/${encodeURIComponent(target.namespace)}/${Plural}`
+  const collection = `${target.url}/apis/${Group}/${Version}/namespaces/${
+    encodeURIComponent(target.namespace)
+  }/${Plural}`
   let next = 0
   let bytes = 0
   const worker = async () => {
     for (let index = next++; index < n; index = next++) {
       const { object, status } = createBody(index, target.namespace)
-      const created = JSON.parse(await call(agent, target.token, "POST", collection, object)) as { metadata: { name: string } }
+      const created = JSON.parse(await call(agent, target.token, "POST", collection, object)) as {
+        metadata: { name: string }
+      }
       // The created object carries its resourceVersion: the status write is a plain update of it.
-      const served = await call(agent, target.token, "PUT", `${collection}/${encodeURIComponent(created.metadata.name)}/status`, { ...created, status })
+      const served = await call(
+        agent,
+        target.token,
+        "PUT",
+        `${collection}/${encodeURIComponent(created.metadata.name)}/status`,
+        { ...created, status }
+      )
       bytes += Buffer.byteLength(served)
     }
   }
@@ -77,20 +97,28 @@ const seed = async (agent: Agent, target: RealTarget, n: number): Promise<number
 
 /** One paged and one whole list, so the first measured child does not pay for a cold server. */
 const warm = async (agent: Agent, target: RealTarget, n: number) => {
-  const collection = `${target.url}/apis/${Group}/${Version}/namespaces/${encodeURIComponent(target.namespace)}/${Plural}`
+  const collection = `${target.url}/apis/${Group}/${Version}/namespaces/${
+    encodeURIComponent(target.namespace)
+  }/${Plural}`
   let token = ""
   let listed = 0
   do {
     const query = new URLSearchParams({ limit: "500", ...(token === "" ? {} : { continue: token }) })
-    const page = JSON.parse(await call(agent, target.token, "GET", `${collection}?${query}`)) as { metadata: { continue?: string }; items: Array<unknown> }
+    const page = JSON.parse(await call(agent, target.token, "GET", `${collection}?${query}`)) as {
+      metadata: { continue?: string }
+      items: Array<unknown>
+    }
     listed += page.items.length
     token = page.metadata.continue ?? ""
   } while (token !== "")
   const whole = JSON.parse(await call(agent, target.token, "GET", collection)) as { items: Array<unknown> }
-  if (listed !== n || whole.items.length !== n) throw new Error(`seeded ${n} Sandboxes, but lists hold ${listed} (paged) and ${whole.items.length} (whole)`)
+  if (listed !== n || whole.items.length !== n) {
+    throw new Error(`seeded ${n} Sandboxes, but lists hold ${listed} (paged) and ${whole.items.length} (whole)`)
+  }
 }
 
-const etcdVersion = () => /etcd Version: (\S+)/.exec(spawnSync("etcd", ["--version"], { encoding: "utf8" }).stdout ?? "")?.[1] ?? "?"
+const etcdVersion = () =>
+  /etcd Version: (\S+)/.exec(spawnSync("etcd", ["--version"], { encoding: "utf8" }).stdout ?? "")?.[1] ?? "?"
 
 /**
  * Starts etcd and kube-apiserver and seeds N Sandboxes; `onStarted` gets the stop as soon as there
@@ -106,19 +134,34 @@ export const startSeeded = async (
   onStarted(server.stop)
   try {
     const facts = RealApiServer.facts(server)
-    const target: RealTarget = { url: facts.url, namespace: facts.namespace, caPem: facts.caPem, token: facts.adminToken }
-    log(`kube-apiserver ${facts.version} + etcd ${etcdVersion()} ready in ${(server.timings.totalMs / 1000).toFixed(1)} s; seeding ${n.toLocaleString("en")} Sandboxes`)
+    const target: RealTarget = {
+      url: facts.url,
+      namespace: facts.namespace,
+      caPem: facts.caPem,
+      token: facts.adminToken
+    }
+    log(
+      `kube-apiserver ${facts.version} + etcd ${etcdVersion()} ready in ${
+        (server.timings.totalMs / 1000).toFixed(1)
+      } s; seeding ${n.toLocaleString("en")} Sandboxes`
+    )
     const agent = new Agent({ connect: { ca: facts.caPem } })
     try {
       const t0 = Date.now()
       const size = await seed(agent, target, n)
       const seedSeconds = (Date.now() - t0) / 1000
-      log(`seeded ${n.toLocaleString("en")} Sandboxes in ${seedSeconds.toFixed(1)} s (create + status, ${SeedConcurrency} at a time), ~${(size / 1024).toFixed(1)} KB of JSON each as served`)
+      log(
+        `seeded ${n.toLocaleString("en")} Sandboxes in ${
+          seedSeconds.toFixed(1)
+        } s (create + status, ${SeedConcurrency} at a time), ~${(size / 1024).toFixed(1)} KB of JSON each as served`
+      )
       await warm(agent, target, n)
       const about =
         `Real-server rows: kube-apiserver ${facts.version} (built from Debian's kubernetes source by \`test/apiserver/build.sh\`) ` +
         `on etcd ${etcdVersion()} from Debian, watch cache on, HTTPS on loopback (CA verified, bearer token), ` +
-        `${n.toLocaleString("en")} Sandboxes seeded in ${seedSeconds.toFixed(1)} s (~${(size / 1024).toFixed(1)} KB each as served: ` +
+        `${n.toLocaleString("en")} Sandboxes seeded in ${seedSeconds.toFixed(1)} s (~${
+          (size / 1024).toFixed(1)
+        } KB each as served: ` +
         `the server writes its own managedFields), one paged and one whole list as warm-up. ` +
         `Every client lists without a resourceVersion, so each list is read from etcd (the watch cache serves only watches). ` +
         `Unlike the replay rows, these figures include the server's own work (etcd reads, decoding, serialization, TLS), ` +

@@ -30,12 +30,12 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { DataShape } from "./data.ts"
 import { markdown } from "./profile.ts"
-import { diffMarkdown as snapshotDiff, markdown as snapshotMarkdown } from "./snapshot.ts"
 import type { ChildParams, ChildResult, Fanout, Scenario } from "./protocol.ts"
 import { modeOf, SecretEnv } from "./protocol.ts"
 import * as RealServer from "./realServer.ts"
 import type { RealTarget } from "./realServer.ts"
 import * as Server from "./server.ts"
+import { diffMarkdown as snapshotDiff, markdown as snapshotMarkdown } from "./snapshot.ts"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
 const root = Path.resolve(here, "../..")
@@ -76,7 +76,9 @@ const rounds = num("rounds", 5, 2)
 const childTimeoutMs = num("timeout", 600_000, 300_000)
 const allScenarios: ReadonlyArray<Scenario> = ["sync", "tp", "heap", "fanout", "storm", "lat"]
 const scenarios = (option("only")?.split(",") ?? allScenarios) as ReadonlyArray<Scenario>
-for (const s of scenarios) if (!allScenarios.includes(s)) throw new Error(`unknown scenario ${s}; one of ${allScenarios.join(", ")}`)
+for (const s of scenarios) {
+  if (!allScenarios.includes(s)) throw new Error(`unknown scenario ${s}; one of ${allScenarios.join(", ")}`)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Programs
@@ -98,10 +100,24 @@ const nodeVersion = (v: "20" | "22") => (v === "20" ? process.version : `v22 (te
 const knownPrograms: Record<string, Program> = {
   "floor@20": { id: "floor@20", client: "floor", node: nodeOf("20"), nodeName: "20", label: "floor" },
   "sw@20": { id: "sw@20", client: "sandboxWatch", node: nodeOf("20"), nodeName: "20", label: "sandbox-watch" },
-  "cn1@20": { id: "cn1@20", client: "clientNode", node: nodeOf("20"), nodeName: "20", peer: "client-node-1", label: "client-node 1.4.0" },
+  "cn1@20": {
+    id: "cn1@20",
+    client: "clientNode",
+    node: nodeOf("20"),
+    nodeName: "20",
+    peer: "client-node-1",
+    label: "client-node 1.4.0"
+  },
   "floor@22": { id: "floor@22", client: "floor", node: nodeOf("22"), nodeName: "22", label: "floor" },
   "sw@22": { id: "sw@22", client: "sandboxWatch", node: nodeOf("22"), nodeName: "22", label: "sandbox-watch" },
-  "cn2@22": { id: "cn2@22", client: "clientNode", node: nodeOf("22"), nodeName: "22", peer: "@kubernetes/client-node", label: "client-node 2.0.1" }
+  "cn2@22": {
+    id: "cn2@22",
+    client: "clientNode",
+    node: nodeOf("22"),
+    nodeName: "22",
+    peer: "@kubernetes/client-node",
+    label: "client-node 2.0.1"
+  }
 }
 const requested = option("programs")?.split(",") ?? ["floor@22", "cn2@22", "sw@22", "floor@20", "sw@20"]
 const skipped: Array<string> = []
@@ -109,9 +125,11 @@ const programs: Array<Program> = []
 for (const id of requested) {
   const program = knownPrograms[id]
   if (program === undefined) throw new Error(`unknown program ${id}; one of ${Object.keys(knownPrograms).join(", ")}`)
-  if (program.nodeName === "22" && !node22Available) skipped.push(`${id}: no Node 22 in test/bench (run \`npm ci --prefix test/bench\`)`)
-  else if (program.client === "clientNode" && !peerAvailable) skipped.push(`${id}: client-node not installed (run \`npm ci --prefix test/bench\`)`)
-  else programs.push(program)
+  if (program.nodeName === "22" && !node22Available) {
+    skipped.push(`${id}: no Node 22 in test/bench (run \`npm ci --prefix test/bench\`)`)
+  } else if (program.client === "clientNode" && !peerAvailable) {
+    skipped.push(`${id}: client-node not installed (run \`npm ci --prefix test/bench\`)`)
+  } else programs.push(program)
 }
 
 /** One line of a scenario's table: a program, with the variant the scenario runs it in. */
@@ -159,10 +177,22 @@ const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => 
       out.push({ ...base, key: `${program.id}/unpaged`, label: `${base.label}, one unpaged list`, pageSize: 0 })
     }
     if (scenario === "lat" && program.client === "sandboxWatch") {
-      out.push({ ...base, key: `${program.id}/waits`, label: `${base.label}, subscribers as \`waitFor\` waits`, pageSize, waits: true })
+      out.push({
+        ...base,
+        key: `${program.id}/waits`,
+        label: `${base.label}, subscribers as \`waitFor\` waits`,
+        pageSize,
+        waits: true
+      })
     }
     if (scenario === "heap" && program.client === "floor") {
-      out.push({ ...base, key: `${program.id}/slim`, label: `${base.label}, managedFields deleted`, pageSize, slim: true })
+      out.push({
+        ...base,
+        key: `${program.id}/slim`,
+        label: `${base.label}, managedFields deleted`,
+        pageSize,
+        slim: true
+      })
     }
   }
   // Every sync line again against the real server, below the replay ones, in the same rounds.
@@ -214,8 +244,24 @@ const runChild = (
   return new Promise((resolve, reject) => {
     const child = spawn(
       entry.program.node,
-      ["--expose-gc", ...childNodeFlags, ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]), "test/bench/child.ts", JSON.stringify(params)],
-      { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NODE_OPTIONS: "", BENCH_PROFILE: profileFile ?? "", BENCH_HEAPSNAPSHOT: snapshotFile ?? "", ...secrets } }
+      [
+        "--expose-gc",
+        ...childNodeFlags,
+        ...(stripTypes ? ["--experimental-transform-types", "--no-warnings=ExperimentalWarning"] : ["--import", "tsx"]),
+        "test/bench/child.ts",
+        JSON.stringify(params)
+      ],
+      {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: {
+          ...process.env,
+          NODE_OPTIONS: "",
+          BENCH_PROFILE: profileFile ?? "",
+          BENCH_HEAPSNAPSHOT: snapshotFile ?? "",
+          ...secrets
+        }
+      }
     )
     liveChildren.add(child)
     let stdout = ""
@@ -257,7 +303,8 @@ const spread = (xs: ReadonlyArray<number>, digits = 0) =>
 
 type Results = Map<string, Array<Record<string, number>>>
 
-const figure = (results: Results, key: string, name: string) => (results.get(key) ?? []).map((f) => f[name] ?? Number.NaN)
+const figure = (results: Results, key: string, name: string) =>
+  (results.get(key) ?? []).map((f) => f[name] ?? Number.NaN)
 const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? a / b : Number.NaN)
 const verdict = (ok: boolean | undefined) => (ok === undefined ? "" : ok ? "✅" : "❌")
 
@@ -281,7 +328,15 @@ const tableOf = (
   switch (scenario) {
     case "sync": {
       lines.push(
-        row(["program", "ms to synced, median (min–max)", "× floor", "target ≤ 1.1× floor", "CPU ms, median", "× floor by CPU", "runs"]),
+        row([
+          "program",
+          "ms to synced, median (min–max)",
+          "× floor",
+          "target ≤ 1.1× floor",
+          "CPU ms, median",
+          "× floor by CPU",
+          "runs"
+        ]),
         "|---|---:|---:|:---:|---:|---:|---:|"
       )
       for (const e of entries) {
@@ -291,14 +346,35 @@ const tableOf = (
         const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuMs")))
         // The target is about the client's own work, which only the replay server isolates.
         const judged = e.program.client === "sandboxWatch" && e.real !== true
-        lines.push(row([e.label, spread(ms, 1), fmt(r, 2), judged ? verdict(r <= 1.1) : "", fmt(median(cpu)), fmt(rc, 2), String(runs(e))]))
+        lines.push(
+          row([
+            e.label,
+            spread(ms, 1),
+            fmt(r, 2),
+            judged ? verdict(r <= 1.1) : "",
+            fmt(median(cpu)),
+            fmt(rc, 2),
+            String(runs(e))
+          ])
+        )
       }
       if (below.length > 0) lines.push("", ...below)
-      return { title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`, lines }
+      return {
+        title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`,
+        lines
+      }
     }
     case "tp": {
       lines.push(
-        row(["program", "events/s, median (min–max)", "× floor", "target ≥ 1.0× floor", "CPU µs per event, median", "× floor by CPU", "runs"]),
+        row([
+          "program",
+          "events/s, median (min–max)",
+          "× floor",
+          "target ≥ 1.0× floor",
+          "CPU µs per event, median",
+          "× floor by CPU",
+          "runs"
+        ]),
         "|---|---:|---:|:---:|---:|---:|---:|"
       )
       for (const e of entries) {
@@ -306,33 +382,87 @@ const tableOf = (
         const cpu = figure(results, e.key, "cpuUsPerEvent")
         const r = ratio(median(eps), median(figure(results, floorOf(e), "eventsPerSec")))
         const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuUsPerEvent")))
-        lines.push(row([e.label, spread(eps), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r >= 1.0) : "", fmt(median(cpu), 1), fmt(rc, 2), String(runs(e))]))
+        lines.push(
+          row([
+            e.label,
+            spread(eps),
+            fmt(r, 2),
+            e.program.client === "sandboxWatch" ? verdict(r >= 1.0) : "",
+            fmt(median(cpu), 1),
+            fmt(rc, 2),
+            String(runs(e))
+          ])
+        )
       }
-      return { title: `2. Watch throughput, M = ${fmt(shape.m)} MODIFIED over ${fmt(shape.n)} names, to the last one cached (and told to its subscriber)`, lines }
+      return {
+        title: `2. Watch throughput, M = ${fmt(shape.m)} MODIFIED over ${
+          fmt(shape.n)
+        } names, to the last one cached (and told to its subscriber)`,
+        lines
+      }
     }
     case "heap": {
-      lines.push(row(["program", "heap bytes per cached object, median (min–max)", "× floor", "target ≤ 0.7× floor", "runs"]), "|---|---:|---:|:---:|---:|")
+      lines.push(
+        row(["program", "heap bytes per cached object, median (min–max)", "× floor", "target ≤ 0.7× floor", "runs"]),
+        "|---|---:|---:|:---:|---:|"
+      )
       for (const e of entries) {
         const b = figure(results, e.key, "perObject")
         const r = ratio(median(b), median(figure(results, floorOf(e), "perObject")))
-        lines.push(row([e.label, spread(b), fmt(r, 2), e.program.client === "sandboxWatch" ? verdict(r <= 0.7) : "", String(runs(e))]))
+        lines.push(
+          row([
+            e.label,
+            spread(b),
+            fmt(r, 2),
+            e.program.client === "sandboxWatch" ? verdict(r <= 0.7) : "",
+            String(runs(e))
+          ])
+        )
       }
-      return { title: `3. Heap per cached object after GC, N = ${fmt(shape.n)} (heapUsed after sync − before start)`, lines }
+      return {
+        title: `3. Heap per cached object after GC, N = ${fmt(shape.n)} (heapUsed after sync − before start)`,
+        lines
+      }
     }
     case "fanout": {
       lines.push(
-        row(["program", "events/s, median (min–max)", "× no subscriber", "target: idle costs ≤ 10%", "CPU µs per event, median", "heap bytes per subscriber", "runs"]),
+        row([
+          "program",
+          "events/s, median (min–max)",
+          "× no subscriber",
+          "target: idle costs ≤ 10%",
+          "CPU µs per event, median",
+          "heap bytes per subscriber",
+          "runs"
+        ]),
         "|---|---:|---:|:---:|---:|---:|---:|"
       )
       for (const e of entries) {
         const eps = figure(results, e.key, "eventsPerSec")
-        const base = e.fanout === undefined ? Number.NaN : median(figure(results, `${e.program.id}/none`, "eventsPerSec"))
+        const base = e.fanout === undefined
+          ? Number.NaN
+          : median(figure(results, `${e.program.id}/none`, "eventsPerSec"))
         const r = ratio(median(eps), base)
         const cpu = median(figure(results, e.key, "cpuUsPerEvent"))
-        const perSubscriber = e.fanout === undefined || e.fanout === "none" ? "" : fmt(median(figure(results, e.key, "bytesPerSubscriber")))
-        lines.push(row([e.label, spread(eps), e.fanout === undefined ? "" : fmt(r, 2), e.fanout === "idle" || e.fanout === "waits" ? verdict(r >= 0.9) : "", fmt(cpu, 1), perSubscriber, String(runs(e))]))
+        const perSubscriber = e.fanout === undefined || e.fanout === "none"
+          ? ""
+          : fmt(median(figure(results, e.key, "bytesPerSubscriber")))
+        lines.push(
+          row([
+            e.label,
+            spread(eps),
+            e.fanout === undefined ? "" : fmt(r, 2),
+            e.fanout === "idle" || e.fanout === "waits" ? verdict(r >= 0.9) : "",
+            fmt(cpu, 1),
+            perSubscriber,
+            String(runs(e))
+          ])
+        )
       }
-      return { title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`, lines }
+      return {
+        title: `4. Fan-out: M = ${fmt(shape.m)} MODIFIED over the ${shape.hot} hot names of ${fmt(shape.n)}`,
+        lines
+      }
     }
     case "storm": {
       lines.push(
@@ -354,7 +484,9 @@ const tableOf = (
       for (const e of entries) {
         const growth = figure(results, e.key, "heapGrowthMB")
         const warmGrowth = figure(results, e.key, "heapGrowthAfterWarmupMB")
-        const mbSpread = (xs: ReadonlyArray<number>) => (xs.length === 0 ? "—" : `${fmt(median(xs), 2)} (${fmt(Math.max(...xs), 2)})`)
+        const mbSpread = (
+          xs: ReadonlyArray<number>
+        ) => (xs.length === 0 ? "—" : `${fmt(median(xs), 2)} (${fmt(Math.max(...xs), 2)})`)
         const fb = figure(results, e.key, "fibersBefore")
         const fa = figure(results, e.key, "fibersAfter")
         const sb = figure(results, e.key, "subsBefore")
@@ -378,11 +510,27 @@ const tableOf = (
           ])
         )
       }
-      return { title: `5. Reconnect storm: ${fmt(shape.storm)} watches each closed after one event and resumed; ${shape.hot} subscribers`, lines }
+      return {
+        title: `5. Reconnect storm: ${
+          fmt(shape.storm)
+        } watches each closed after one event and resumed; ${shape.hot} subscribers`,
+        lines
+      }
     }
     case "lat": {
       lines.push(
-        row(["program", "p50 ms", "p99 ms, median (worst)", "p99 of the second half", "max ms", "collections, median", "longest GC pause ms", "events seen", "target p99 < 2 ms", "runs"]),
+        row([
+          "program",
+          "p50 ms",
+          "p99 ms, median (worst)",
+          "p99 of the second half",
+          "max ms",
+          "collections, median",
+          "longest GC pause ms",
+          "events seen",
+          "target p99 < 2 ms",
+          "runs"
+        ]),
         "|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"
       )
       for (const e of entries) {
@@ -402,7 +550,12 @@ const tableOf = (
           ])
         )
       }
-      return { title: `6. Tell latency at ${fmt(shape.latencyRate)} events/s over ${shape.hot} hot names: server write → subscriber runs (${fmt(shape.latencyEvents)} events)`, lines }
+      return {
+        title: `6. Tell latency at ${
+          fmt(shape.latencyRate)
+        } events/s over ${shape.hot} hot names: server write → subscriber runs (${fmt(shape.latencyEvents)} events)`,
+        lines
+      }
     }
   }
 }
@@ -420,7 +573,9 @@ let stopRealServer: (() => Promise<void>) | undefined
  * The real kube-apiserver for the sync scenario, started and seeded; or, when it is not to be had,
  * the line that says so under the table (and a failure when it was there but would not start).
  */
-const realServerFor = async (failures: Array<string>): Promise<{ readonly server?: RealServer.SeededServer; readonly below: string }> => {
+const realServerFor = async (
+  failures: Array<string>
+): Promise<{ readonly server?: RealServer.SeededServer; readonly below: string }> => {
   if (flag("no-apiserver")) return { below: "Real kube-apiserver rows not run (`--no-apiserver`)." }
   if (!RealServer.available()) {
     return {
@@ -461,13 +616,20 @@ const profileRun = async (spec: string) => {
     return es
   })()
   const variant = option("variant")
-  const entry = entries.find((e) => variant === undefined || e.fanout === variant || e.key.endsWith(`/${variant}`)) ?? entries[0]!
+  const entry = entries.find((e) => variant === undefined || e.fanout === variant || e.key.endsWith(`/${variant}`)) ??
+    entries[0]!
   const dir = Path.join(cacheDir, "profiles")
   Fs.mkdirSync(dir, { recursive: true })
-  const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.${flag("allocations") ? "heapprofile" : "cpuprofile"}`
+  const name = `${entry.key.replace(/[@/]/g, "_")}-${scenario}-${Date.now()}.${
+    flag("allocations") ? "heapprofile" : "cpuprofile"
+  }`
   const server = await Server.start(shape)
   try {
-    if (program !== asked) console.log(`Profiling ${program.id} for ${asked?.id}: V8 profiles need Node 22's type stripping (tsx loses names and lines).`)
+    if (program !== asked) {
+      console.log(
+        `Profiling ${program.id} for ${asked?.id}: V8 profiles need Node 22's type stripping (tsx loses names and lines).`
+      )
+    }
     const strip = program.nodeName === "22"
     const result = await runChild(entry, scenario, server.url, Path.join(dir, name), strip)
     console.log(`${entry.label}, ${scenario}: ${JSON.stringify(result.figures)}\n`)
@@ -504,11 +666,27 @@ const snapshotRun = async (programId: string) => {
     if (fanout) {
       const count = result.figures.subscribers ?? 1
       console.log(`What ${count} subscriptions hold (heap once synced, without and with them):\n`)
-      console.log(snapshotDiff(file.replace(/\.heapsnapshot$/, "-unsubscribed.heapsnapshot"), file.replace(/\.heapsnapshot$/, "-subscribed.heapsnapshot"), top, count))
+      console.log(
+        snapshotDiff(
+          file.replace(/\.heapsnapshot$/, "-unsubscribed.heapsnapshot"),
+          file.replace(/\.heapsnapshot$/, "-subscribed.heapsnapshot"),
+          top,
+          count
+        )
+      )
     } else if (storm) {
       const resumes = shape.storm - Math.ceil(shape.storm / 10)
-      console.log(`Grown between a tenth of the way (after ${shape.storm - resumes} resumes) and the end (${resumes} more):\n`)
-      console.log(snapshotDiff(file.replace(/\.heapsnapshot$/, "-partway.heapsnapshot"), file.replace(/\.heapsnapshot$/, "-after.heapsnapshot"), top, resumes))
+      console.log(
+        `Grown between a tenth of the way (after ${shape.storm - resumes} resumes) and the end (${resumes} more):\n`
+      )
+      console.log(
+        snapshotDiff(
+          file.replace(/\.heapsnapshot$/, "-partway.heapsnapshot"),
+          file.replace(/\.heapsnapshot$/, "-after.heapsnapshot"),
+          top,
+          resumes
+        )
+      )
     } else console.log(snapshotMarkdown(file, top, shape.n))
   } finally {
     await server.close()
@@ -530,10 +708,18 @@ const main = async () => {
     "",
     `Reproduce: \`${command}\` (from the repository root; \`npm ci --prefix test/bench\` first for client-node and Node 22).`,
     "",
-    `Machine: ${Os.cpus().length} × ${Os.cpus()[0]?.model ?? "cpu"}, ${(Os.totalmem() / 2 ** 30).toFixed(0)} GiB; Node 20 = ${nodeVersion("20")}, Node 22 = ${node22Available ? "the `node` package of test/bench" : "absent"}. Load average at start: ${load()}.`,
-    `Code: commit ${git("rev-parse", "--short", "HEAD")}${dirty > 0 ? `, with ${dirty} uncommitted change(s) under src/ (the working tree is what ran)` : ", src/ clean"}.`,
+    `Machine: ${Os.cpus().length} × ${Os.cpus()[0]?.model ?? "cpu"}, ${
+      (Os.totalmem() / 2 ** 30).toFixed(0)
+    } GiB; Node 20 = ${nodeVersion("20")}, Node 22 = ${
+      node22Available ? "the `node` package of test/bench" : "absent"
+    }. Load average at start: ${load()}.`,
+    `Code: commit ${git("rev-parse", "--short", "HEAD")}${
+      dirty > 0 ? `, with ${dirty} uncommitted change(s) under src/ (the working tree is what ran)` : ", src/ clean"
+    }.`,
     ...(childNodeFlags.length > 0 ? [`Every child ran with \`${childNodeFlags.join(" ")}\`.`] : []),
-    `Data: N = ${fmt(shape.n)} Sandboxes (~3.2 KB of JSON each, ~0.9 KB of it managedFields), M = ${fmt(shape.m)} events, ${rounds} rounds, each program in a fresh process per round, programs alternating.`
+    `Data: N = ${fmt(shape.n)} Sandboxes (~3.2 KB of JSON each, ~0.9 KB of it managedFields), M = ${
+      fmt(shape.m)
+    } events, ${rounds} rounds, each program in a fresh process per round, programs alternating.`
   ]
   console.log(header.join("\n"))
   for (const s of skipped) console.log(`Skipped ${s}`)
@@ -571,12 +757,20 @@ const main = async () => {
             if (failed.has(entry.key)) continue
             const began = Date.now()
             try {
-              const result = await runChild(entry, scenario, entry.real === true && realTarget !== undefined ? realTarget : server.url)
+              const result = await runChild(
+                entry,
+                scenario,
+                entry.real === true && realTarget !== undefined ? realTarget : server.url
+              )
               const list = results.get(entry.key) ?? []
               list.push(result.figures)
               results.set(entry.key, list)
               if (result.note !== undefined) notes.push(`${entry.label}: ${result.note}`)
-              process.stderr.write(`  ${scenario} round ${r + 1}/${rounds} ${entry.key}: ${JSON.stringify(result.figures)} (${((Date.now() - began) / 1000).toFixed(1)} s)\n`)
+              process.stderr.write(
+                `  ${scenario} round ${r + 1}/${rounds} ${entry.key}: ${JSON.stringify(result.figures)} (${
+                  ((Date.now() - began) / 1000).toFixed(1)
+                } s)\n`
+              )
             } catch (error) {
               failed.add(entry.key)
               const message = error instanceof Error ? error.message : String(error)
@@ -608,9 +802,18 @@ const main = async () => {
   console.log(footer.join("\n"))
   Fs.mkdirSync(cacheDir, { recursive: true })
   const stamp = startedAt.toISOString().replace(/[:.]/g, "-")
-  const report = [header.join("\n"), ...skipped.map((s) => `Skipped ${s}`), "", ...tables.map((t) => `## ${t.title}\n\n${t.lines.join("\n")}\n`), footer.join("\n")].join("\n")
+  const report = [
+    header.join("\n"),
+    ...skipped.map((s) => `Skipped ${s}`),
+    "",
+    ...tables.map((t) => `## ${t.title}\n\n${t.lines.join("\n")}\n`),
+    footer.join("\n")
+  ].join("\n")
   Fs.writeFileSync(Path.join(cacheDir, `bench-${stamp}.md`), report + "\n")
-  Fs.writeFileSync(Path.join(cacheDir, `bench-${stamp}.json`), JSON.stringify({ command, shape, rounds, results: all }, null, 2))
+  Fs.writeFileSync(
+    Path.join(cacheDir, `bench-${stamp}.json`),
+    JSON.stringify({ command, shape, rounds, results: all }, null, 2)
+  )
   console.log(`\nWritten to ${Path.relative(root, Path.join(cacheDir, `bench-${stamp}.md`))} (and .json).`)
   if (failures.length > 0) process.exitCode = 1
 }

@@ -45,14 +45,18 @@ const ObjectNamespace = "bench"
 const bookmarkLine = (resourceVersion: number) =>
   JSON.stringify({
     type: "BOOKMARK",
-    object: { kind: "Sandbox", apiVersion: `${Group}/${Version}`, metadata: { resourceVersion: String(resourceVersion) } }
+    object: {
+      kind: "Sandbox",
+      apiVersion: `${Group}/${Version}`,
+      metadata: { resourceVersion: String(resourceVersion) }
+    }
   }) + "\n"
 
 /** Listed states by index, the bases events evolve from. */
 const bases = new Map<number, Record<string, unknown>>()
 const eventLine = (index: number, variant: number, resourceVersion: number, sent = false) => {
   let base = bases.get(index)
-  if (base === undefined) bases.set(index, (base = makeSandbox(index, 0, index + 1, ObjectNamespace)))
+  if (base === undefined) bases.set(index, base = makeSandbox(index, 0, index + 1, ObjectNamespace))
   return JSON.stringify({ type: "MODIFIED", object: evolve(base, index, variant, resourceVersion, sent) }) + "\n"
 }
 
@@ -134,7 +138,9 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   const stream = (mode: "tp" | "hot"): EventStream => {
     let s = streams.get(mode)
     if (s === undefined) {
-      s = mode === "tp" ? buildStream(shape, shape.m, shape.n, Salt.throughput) : buildStream(shape, shape.m, Math.min(shape.hot, shape.n), Salt.hot)
+      s = mode === "tp"
+        ? buildStream(shape, shape.m, shape.n, Salt.throughput)
+        : buildStream(shape, shape.m, Math.min(shape.hot, shape.n), Salt.hot)
       streams.set(mode, s)
     }
     return s
@@ -144,7 +150,9 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
     if (latencyLines === undefined) {
       latencyLines = []
       for (let k = 1; k <= shape.latencyEvents; k++) {
-        const line = Buffer.from(eventLine(eventTarget(k, Math.min(shape.hot, shape.n), Salt.latency), k, listRv + k, true))
+        const line = Buffer.from(
+          eventLine(eventTarget(k, Math.min(shape.hot, shape.n), Salt.latency), k, listRv + k, true)
+        )
         const marker = `"${SentAnnotation}":"`
         latencyLines.push({ line, stampAt: line.indexOf(marker) + Buffer.byteLength(marker) })
       }
@@ -155,7 +163,7 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   const states = new Map<string, NamespaceState>()
   const state = (ns: string) => {
     let s = states.get(ns)
-    if (s === undefined) states.set(ns, (s = { gateOpen: false, gateWaiters: [], watches: 0 }))
+    if (s === undefined) states.set(ns, s = { gateOpen: false, gateWaiters: [], watches: 0 })
     return s
   }
   const gate = (s: NamespaceState) =>
@@ -166,7 +174,11 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
     res.end(body)
   }
   const status = (res: Http.ServerResponse, code: number, reason: string, message: string) =>
-    json(res, code, JSON.stringify({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code }))
+    json(
+      res,
+      code,
+      JSON.stringify({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code })
+    )
 
   /** Resolves once the client took the bytes, or went away. */
   const write = (res: Http.ServerResponse, bytes: Buffer) =>
@@ -252,7 +264,9 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
       return json(res, 200, "{}")
     }
     const match = url.pathname.startsWith(prefix) ? url.pathname.slice(prefix.length).split("/") : []
-    if (match.length !== 2 || match[1] !== Plural) return status(res, 404, "NotFound", `the server could not find ${url.pathname}`)
+    if (match.length !== 2 || match[1] !== Plural) {
+      return status(res, 404, "NotFound", `the server could not find ${url.pathname}`)
+    }
     const ns = decodeURIComponent(match[0]!)
     const mode = ns.split("-")[0]!
     const watching = url.searchParams.get("watch")

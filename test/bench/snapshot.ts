@@ -9,7 +9,9 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
 interface Snapshot {
-  readonly snapshot: { readonly meta: { readonly node_fields: ReadonlyArray<string>; readonly node_types: ReadonlyArray<unknown> } }
+  readonly snapshot: {
+    readonly meta: { readonly node_fields: ReadonlyArray<string>; readonly node_types: ReadonlyArray<unknown> }
+  }
   readonly nodes: ReadonlyArray<number>
   readonly strings: ReadonlyArray<string>
 }
@@ -48,7 +50,9 @@ export const markdown = (file: string, top = 20, perObjects?: number): string =>
     "",
     `| MB | count | kind${perObjects === undefined ? "" : " | bytes per cached object"} |`,
     `|---:|---:|---|${perObjects === undefined ? "" : "---:|"}`,
-    ...rows.map(([name, g]) => `| ${(g.bytes / 1048576).toFixed(2)} | ${g.count.toLocaleString("en")} | \`${name}\`${per(g.bytes)} |`)
+    ...rows.map(([name, g]) =>
+      `| ${(g.bytes / 1048576).toFixed(2)} | ${g.count.toLocaleString("en")} | \`${name}\`${per(g.bytes)} |`
+    )
   ].join("\n")
 }
 
@@ -67,7 +71,9 @@ export const diffMarkdown = (before: string, after: string, top = 20, per?: numb
   return [
     `| KB grown | count grown | kind${per === undefined ? "" : " | bytes each"} |`,
     `|---:|---:|---|${per === undefined ? "" : "---:|"}`,
-    ...rows.map((r) => `| ${(r.bytes / 1024).toFixed(1)} | ${r.count.toLocaleString("en")} | \`${r.name}\`${perCol(r.bytes)} |`)
+    ...rows.map((r) =>
+      `| ${(r.bytes / 1024).toFixed(1)} | ${r.count.toLocaleString("en")} | \`${r.name}\`${perCol(r.bytes)} |`
+    )
   ].join("\n")
 }
 

@@ -25,14 +25,23 @@ interface Ran {
 /** Runs a command to its end (bounded), with its output kept for the failure message. */
 const run = (command: string, args: ReadonlyArray<string>, cwd: string, timeoutMs = 240_000): Promise<Ran> =>
   new Promise((resolve) => {
-    execFile(command, args, { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NO_COLOR: "1" } }, (error, stdout, stderr) =>
-      resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr }))
+    execFile(
+      command,
+      args,
+      { cwd, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, NO_COLOR: "1" } },
+      (error, stdout, stderr) =>
+        resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+    )
   })
 
 const succeeded = async (what: string, ran: Promise<Ran>): Promise<Ran> => {
   const result = await ran
   if (result.code !== 0) {
-    throw new Error(`${what} exited ${result.code}\n--- stdout\n${result.stdout.slice(-4000)}\n--- stderr\n${result.stderr.slice(-4000)}`)
+    throw new Error(
+      `${what} exited ${result.code}\n--- stdout\n${result.stdout.slice(-4000)}\n--- stderr\n${
+        result.stderr.slice(-4000)
+      }`
+    )
   }
   return result
 }
@@ -44,7 +53,9 @@ const copiesOf = (root: string, name: string): Array<string> => {
     const modules = Path.join(dir, "node_modules")
     if (!Fs.existsSync(modules)) return
     for (const entry of Fs.readdirSync(modules)) {
-      const scoped = entry.startsWith("@") ? Fs.readdirSync(Path.join(modules, entry)).map((e) => `${entry}/${e}`) : [entry]
+      const scoped = entry.startsWith("@")
+        ? Fs.readdirSync(Path.join(modules, entry)).map((e) => `${entry}/${e}`)
+        : [entry]
       for (const pkg of scoped) {
         const at = Path.join(modules, pkg)
         if (pkg === name) found.push(JSON.parse(Fs.readFileSync(Path.join(at, "package.json"), "utf8")).version)
@@ -65,55 +76,62 @@ const consumerEffect = (() => {
 })()
 
 describe("the packed package, installed and used as a consumer does", () => {
-  it("packs, installs beside the consumer's own effect, type-checks with plain NodeNext, runs the README example and the bin", async () => {
-    const packed = await succeeded("npm pack", run("npm", ["pack", "--pack-destination", work, "--json"], repo))
-    const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: Array<{ path: string }> }]
-    const shipped = files.map((f) => f.path)
-    expect(shipped).toContain("dist/index.js")
-    expect(shipped).toContain("dist/index.d.ts")
-    expect(shipped).toContain("dist/bin/sandbox-watch.js")
-    expect(shipped.filter((p) => /^(test|scratchpad)\//.test(p) || p.includes("bench"))).toEqual([])
+  it(
+    "packs, installs beside the consumer's own effect, type-checks with plain NodeNext, runs the README example and the bin",
+    async () => {
+      const packed = await succeeded("npm pack", run("npm", ["pack", "--pack-destination", work, "--json"], repo))
+      const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: Array<{ path: string }> }]
+      const shipped = files.map((f) => f.path)
+      expect(shipped).toContain("dist/index.js")
+      expect(shipped).toContain("dist/index.d.ts")
+      expect(shipped).toContain("dist/bin/sandbox-watch.js")
+      expect(shipped.filter((p) => /^(test|scratchpad)\//.test(p) || p.includes("bench"))).toEqual([])
 
-    const project = Path.join(work, "consumer")
-    Fs.cpSync(fixture, project, { recursive: true })
-    Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }))
-    await succeeded(
-      "npm install",
-      run("npm", [
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--prefer-offline",
-        Path.join(work, filename),
-        `effect@${consumerEffect}`,
-        `@effect/platform@${pinned("@effect/platform")}`,
-        `@effect/platform-node@${pinned("@effect/platform-node")}`,
-        `typescript@${pinned("typescript")}`,
-        `@types/node@${pinned("@types/node")}`,
-        // @effect/platform-node's own declarations import `ws`: any of its users type-checking
-        // without skipLibCheck needs these (left on, so our declarations are checked too).
-        "@types/ws@^8"
-      ], project)
-    )
+      const project = Path.join(work, "consumer")
+      Fs.cpSync(fixture, project, { recursive: true })
+      Fs.writeFileSync(
+        Path.join(project, "package.json"),
+        JSON.stringify({ name: "consumer", private: true, type: "module" })
+      )
+      await succeeded(
+        "npm install",
+        run("npm", [
+          "install",
+          "--no-audit",
+          "--no-fund",
+          "--prefer-offline",
+          Path.join(work, filename),
+          `effect@${consumerEffect}`,
+          `@effect/platform@${pinned("@effect/platform")}`,
+          `@effect/platform-node@${pinned("@effect/platform-node")}`,
+          `typescript@${pinned("typescript")}`,
+          `@types/node@${pinned("@types/node")}`,
+          // @effect/platform-node's own declarations import `ws`: any of its users type-checking
+          // without skipLibCheck needs these (left on, so our declarations are checked too).
+          "@types/ws@^8"
+        ], project)
+      )
 
-    // One copy of effect, the consumer's: the library's is a peer, not a dependency of its own.
-    expect(copiesOf(project, "effect")).toEqual([consumerEffect])
-    // The program's own needs stay out of a library install.
-    expect(copiesOf(project, "@effect/cli")).toEqual([])
-    expect(copiesOf(project, "tsx")).toEqual([])
+      // One copy of effect, the consumer's: the library's is a peer, not a dependency of its own.
+      expect(copiesOf(project, "effect")).toEqual([consumerEffect])
+      // The program's own needs stay out of a library install.
+      expect(copiesOf(project, "@effect/cli")).toEqual([])
+      expect(copiesOf(project, "tsx")).toEqual([])
 
-    await succeeded("tsc --noEmit", run("npx", ["tsc", "--noEmit"], project))
-    await succeeded("tsc", run("npx", ["tsc"], project))
-    const example = await succeeded("node dist/main.js", run("node", ["dist/main.js"], project, 60_000))
-    expect(example.stdout + example.stderr).toContain("sb-1 is ready at 10.0.0.7:8080")
-    expect(example.stderr).not.toContain("Executing an Effect versioned")
+      await succeeded("tsc --noEmit", run("npx", ["tsc", "--noEmit"], project))
+      await succeeded("tsc", run("npx", ["tsc"], project))
+      const example = await succeeded("node dist/main.js", run("node", ["dist/main.js"], project, 60_000))
+      expect(example.stdout + example.stderr).toContain("sb-1 is ready at 10.0.0.7:8080")
+      expect(example.stderr).not.toContain("Executing an Effect versioned")
 
-    const demo = await succeeded(
-      "npx sandbox-watch --demo",
-      run("npx", ["sandbox-watch", "--demo", "--duration", "5s", "--output", "ndjson"], project, 60_000)
-    )
-    expect(demo.stdout.split("\n")).toContain(`{"event":"synced"}`)
-  }, 600_000)
+      const demo = await succeeded(
+        "npx sandbox-watch --demo",
+        run("npx", ["sandbox-watch", "--demo", "--duration", "5s", "--output", "ndjson"], project, 60_000)
+      )
+      expect(demo.stdout.split("\n")).toContain(`{"event":"synced"}`)
+    },
+    600_000
+  )
 
   it("the README's library example is the consumer's script, word for word", () => {
     const readme = Fs.readFileSync(Path.join(repo, "README.md"), "utf8")

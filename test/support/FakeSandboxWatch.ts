@@ -19,7 +19,9 @@ export interface FakeSandboxWatchControl {
   readonly readers: (name: string) => Effect.Effect<number>
 }
 
-export class FakeSandboxWatch extends Context.Tag("test/FakeSandboxWatch")<FakeSandboxWatch, FakeSandboxWatchControl>() {}
+export class FakeSandboxWatch
+  extends Context.Tag("test/FakeSandboxWatch")<FakeSandboxWatch, FakeSandboxWatchControl>()
+{}
 
 export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectContext(
   Effect.gen(function*() {
@@ -78,9 +80,10 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
           yield* Deferred.await(synced)
           const subscription = yield* PubSub.subscribe(all)
           const now = yield* snapshot
-          return Stream.fromIterable([...now].map(([name, s]): SandboxChange => ({ name, sandbox: Option.some(s) }))).pipe(
-            Stream.concat(Stream.fromQueue(subscription))
-          )
+          return Stream.fromIterable([...now].map(([name, s]): SandboxChange => ({ name, sandbox: Option.some(s) })))
+            .pipe(
+              Stream.concat(Stream.fromQueue(subscription))
+            )
         })
       ),
       snapshot,
@@ -88,7 +91,16 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
         const done = yield* Deferred.isDone(synced)
         const map = yield* snapshot
         const subscribers = [...readers.values()].reduce((sum, n) => sum + n, 0)
-        return { synced: done, lastHeard: Option.none(), relists: yield* Ref.get(relists), watchRestarts: 0, cached: map.size, unknown: 0, resourceVersion: Option.none(), subscribers }
+        return {
+          synced: done,
+          lastHeard: Option.none(),
+          relists: yield* Ref.get(relists),
+          watchRestarts: 0,
+          cached: map.size,
+          unknown: 0,
+          resourceVersion: Option.none(),
+          subscribers
+        }
       })
     }
     const control: FakeSandboxWatchControl = {

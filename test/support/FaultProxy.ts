@@ -6,9 +6,9 @@
  *
  * @since 0.1.0
  */
-import * as net from "node:net"
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
+import * as net from "node:net"
 
 /** What the proxy does with traffic now. */
 export type FaultMode =
@@ -94,7 +94,9 @@ interface Pipe {
 export const make = (options: FaultProxyOptions): Effect.Effect<FaultProxy, FaultProxyError, Scope.Scope> =>
   Effect.acquireRelease(Effect.suspend(() => start(options)), (proxy) => proxy.close)
 
-const start = (options: FaultProxyOptions): Effect.Effect<FaultProxy & { readonly close: Effect.Effect<void> }, FaultProxyError> =>
+const start = (
+  options: FaultProxyOptions
+): Effect.Effect<FaultProxy & { readonly close: Effect.Effect<void> }, FaultProxyError> =>
   Effect.gen(function*() {
     const targetHost = options.targetHost ?? "127.0.0.1"
     const pipes = new Set<Pipe>()
@@ -204,7 +206,14 @@ const start = (options: FaultProxyOptions): Effect.Effect<FaultProxy & { readonl
       Effect.async<net.Server, FaultProxyError>((resume) => {
         const server = net.createServer(onConnection)
         const onError = (cause: Error) =>
-          resume(Effect.fail(new FaultProxyError({ message: `The fault proxy could not listen on 127.0.0.1:${port}: ${cause.message}`, cause })))
+          resume(
+            Effect.fail(
+              new FaultProxyError({
+                message: `The fault proxy could not listen on 127.0.0.1:${port}: ${cause.message}`,
+                cause
+              })
+            )
+          )
         server.once("error", onError)
         server.listen({ host: "127.0.0.1", port, exclusive: true }, () => {
           server.off("error", onError)
@@ -215,7 +224,9 @@ const start = (options: FaultProxyOptions): Effect.Effect<FaultProxy & { readonl
     let listener: net.Server | undefined = yield* listen(options.listenPort ?? 0)
     const address = listener.address()
     if (address === null || typeof address === "string") {
-      return yield* Effect.fail(new FaultProxyError({ message: "The fault proxy's listener has no TCP address.", cause: address }))
+      return yield* Effect.fail(
+        new FaultProxyError({ message: "The fault proxy's listener has no TCP address.", cause: address })
+      )
     }
     const port = address.port
 

@@ -96,7 +96,9 @@ export const start = (
         })
         return c
       }),
-      (c) => (c.exitCode === null && c.signalCode === null ? Effect.sync(() => c.kill("SIGKILL")).pipe(Effect.zipRight(Deferred.await(exit))) : Effect.void)
+      (c) => (c.exitCode === null && c.signalCode === null
+        ? Effect.sync(() => c.kill("SIGKILL")).pipe(Effect.zipRight(Deferred.await(exit)))
+        : Effect.void)
     )
     return {
       stdout: out.lines,

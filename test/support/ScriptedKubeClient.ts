@@ -22,7 +22,10 @@ export interface WatchHandle {
   readonly aborted: Effect.Effect<boolean>
 }
 
-export type Call = { readonly verb: "list"; readonly options: ListOptions } | { readonly verb: "watch"; readonly options: WatchOptions }
+export type Call = { readonly verb: "list"; readonly options: ListOptions } | {
+  readonly verb: "watch"
+  readonly options: WatchOptions
+}
 
 export interface ScriptedKubeClient {
   readonly layer: Layer.Layer<KubeClient>
@@ -92,7 +95,12 @@ export const makeScriptedKubeClient: Effect.Effect<ScriptedKubeClient> = Effect.
 
 // -- building what the cluster says ------------------------------------------------------------
 
-export const sandbox = (name: string, resourceVersion: string, phase = "Pending", extra: Partial<Sandbox> = {}): Sandbox => ({
+export const sandbox = (
+  name: string,
+  resourceVersion: string,
+  phase = "Pending",
+  extra: Partial<Sandbox> = {}
+): Sandbox => ({
   apiVersion: "jr2.dev/v1alpha1",
   kind: "Sandbox",
   metadata: { name, namespace: "ns", resourceVersion, labels: { "jr2.dev/run": "r1" } },
@@ -100,7 +108,10 @@ export const sandbox = (name: string, resourceVersion: string, phase = "Pending"
   ...extra
 })
 
-export const fullList = (resourceVersion: string, ...items: ReadonlyArray<Sandbox>): Either.Either<FullList<Sandbox>, KubeClientError> =>
+export const fullList = (
+  resourceVersion: string,
+  ...items: ReadonlyArray<Sandbox>
+): Either.Either<FullList<Sandbox>, KubeClientError> =>
   Either.right({ items, undecodable: [], resourceVersion, pages: 1, restarts: 0 })
 
 const objectEvent = (type: "ADDED" | "MODIFIED" | "DELETED", object: Sandbox): WatchEvent<Sandbox> => ({
@@ -112,7 +123,11 @@ const objectEvent = (type: "ADDED" | "MODIFIED" | "DELETED", object: Sandbox): W
 export const added = (object: Sandbox) => objectEvent("ADDED", object)
 export const modified = (object: Sandbox) => objectEvent("MODIFIED", object)
 export const deleted = (object: Sandbox) => objectEvent("DELETED", object)
-export const bookmark = (resourceVersion: string): WatchEvent<Sandbox> => ({ type: "BOOKMARK", resourceVersion, annotations: {} })
+export const bookmark = (resourceVersion: string): WatchEvent<Sandbox> => ({
+  type: "BOOKMARK",
+  resourceVersion,
+  annotations: {}
+})
 export const errorEvent = (code: number, reason: string, message: string): WatchEvent<Sandbox> => ({
   type: "ERROR",
   status: { kind: "Status", apiVersion: "v1", status: "Failure", code, reason, message }

@@ -12,7 +12,9 @@ export const eventually = <A, E, R>(get: Effect.Effect<A, E, R>, check: (a: A) =
     let value = yield* get
     while (!check(value)) {
       if (Date.now() - started > limitMillis) {
-        return yield* Effect.dieMessage(`condition never held within ${limitMillis}ms; last value: ${JSON.stringify(value)}`)
+        return yield* Effect.dieMessage(
+          `condition never held within ${limitMillis}ms; last value: ${JSON.stringify(value)}`
+        )
       }
       yield* Effect.yieldNow()
       yield* TestServices.provideLive(Effect.sleep("2 millis"))

@@ -77,17 +77,20 @@ export const encodeStatus = (status: FailureStatus): string => {
       status: "Failure",
       message: status.message,
       reason: status.reason,
-      details:
-        details === undefined
-          ? undefined
-          : {
-              name: details.name === "" ? undefined : details.name,
-              group: details.group === "" ? undefined : details.group,
-              kind: details.kind === "" ? undefined : details.kind,
-              uid: details.uid,
-              causes: details.causes?.map((cause) => ({ reason: cause.reason, message: cause.message, field: cause.field })),
-              retryAfterSeconds: details.retryAfterSeconds
-            },
+      details: details === undefined
+        ? undefined
+        : {
+          name: details.name === "" ? undefined : details.name,
+          group: details.group === "" ? undefined : details.group,
+          kind: details.kind === "" ? undefined : details.kind,
+          uid: details.uid,
+          causes: details.causes?.map((cause) => ({
+            reason: cause.reason,
+            message: cause.message,
+            field: cause.field
+          })),
+          retryAfterSeconds: details.retryAfterSeconds
+        },
       code: status.code
     })
   )
@@ -114,8 +117,9 @@ export const encodeSuccessStatus = (details: StatusDetails): string =>
 /** RFC 7386 JSON merge patch: `null` deletes, objects merge, anything else replaces. */
 export const mergePatch = (target: unknown, patch: unknown): unknown => {
   if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch
-  const base: Record<string, unknown> =
-    target !== null && typeof target === "object" && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {}
+  const base: Record<string, unknown> = target !== null && typeof target === "object" && !Array.isArray(target)
+    ? { ...(target as Record<string, unknown>) }
+    : {}
   for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
     if (value === null) delete base[key]
     else base[key] = mergePatch(base[key], value)

@@ -150,7 +150,9 @@ export const parseLabelSelector = (input: string): Either.Either<LabelSelector, 
       if (name.kind !== "identifier") return fail(`found '${describe(name)}', expected: identifier after '!'`)
       return { op: "notExists", key: key(name.text) }
     }
-    if (first.kind !== "identifier") return fail(`found '${describe(first)}', expected: !, identifier, or 'end of string'`)
+    if (first.kind !== "identifier") {
+      return fail(`found '${describe(first)}', expected: !, identifier, or 'end of string'`)
+    }
     const k = key(first.text)
     const op = peek()
     switch (op.kind) {
@@ -163,14 +165,20 @@ export const parseLabelSelector = (input: string): Either.Either<LabelSelector, 
         next()
         const v = peek()
         // `key=` is a requirement on the empty value.
-        const text = v.kind === "identifier" ? (next(), v.text) : v.kind === "," || v.kind === "end" ? "" : fail(`found '${describe(v)}', expected: identifier`)
+        const text = v.kind === "identifier"
+          ? (next(), v.text)
+          : v.kind === "," || v.kind === "end"
+          ? ""
+          : fail(`found '${describe(v)}', expected: identifier`)
         return { op: op.kind === "!=" ? "notIn" : "in", key: k, values: [value(text)] }
       }
       case "in":
       case "notin": {
         next()
         const values = parseValues()
-        if (values.length === 0) fail(`<nil>: Invalid value: "${k}": for 'in', 'notin' operators, values set can't be empty`)
+        if (values.length === 0) {
+          fail(`<nil>: Invalid value: "${k}": for 'in', 'notin' operators, values set can't be empty`)
+        }
         return { op: op.kind === "in" ? "in" : "notIn", key: k, values }
       }
       case ">":
@@ -291,7 +299,9 @@ export const parseFieldSelector = (input: string): Either.Either<FieldSelector, 
     const value = unescape(match[3]!)
     if (value === undefined) return Either.left({ message: `invalid field selector value: '${match[3]}'` })
     if (field !== "metadata.name" && field !== "metadata.namespace") {
-      return Either.left({ message: `"${field}" is not a known field selector: only "metadata.name", "metadata.namespace"` })
+      return Either.left({
+        message: `"${field}" is not a known field selector: only "metadata.name", "metadata.namespace"`
+      })
     }
     requirements.push({ field, op: match[2] === "!=" ? "!=" : "=", value })
   }

@@ -93,7 +93,9 @@ export class ObjectStore {
     this.rv = config.initialResourceVersion
     this.floorRv = config.initialResourceVersion
     this.apiVersion = KubeResourceModule.apiVersion(config.resource)
-    this.qualified = config.resource.group === "" ? config.resource.plural : `${config.resource.plural}.${config.resource.group}`
+    this.qualified = config.resource.group === ""
+      ? config.resource.plural
+      : `${config.resource.plural}.${config.resource.group}`
   }
 
   /** The latest resourceVersion: the last write's, or the starting one. */
@@ -174,7 +176,11 @@ export class ObjectStore {
       code,
       reason,
       message,
-      details: { ...(name === undefined ? {} : { name }), group: this.config.resource.group, kind: this.config.resource.plural }
+      details: {
+        ...(name === undefined ? {} : { name }),
+        group: this.config.resource.group,
+        kind: this.config.resource.plural
+      }
     }
   }
 
@@ -188,7 +194,12 @@ export class ObjectStore {
       code: 422,
       reason: "Invalid",
       message: `${this.config.kind}${group} "${name}" is invalid: ${field}: ${detail}`,
-      details: { name, group: this.config.resource.group, kind: this.config.kind, causes: [{ reason, message: detail, field }] }
+      details: {
+        name,
+        group: this.config.resource.group,
+        kind: this.config.kind,
+        causes: [{ reason, message: detail, field }]
+      }
     }
   }
 
@@ -201,16 +212,26 @@ export class ObjectStore {
     if (!isRecord(body)) return Either.left(this.badRequest("the body of the request must be a JSON object"))
     if (body.apiVersion !== undefined && body.apiVersion !== this.apiVersion) {
       return Either.left(
-        this.badRequest(`the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${this.apiVersion})`)
+        this.badRequest(
+          `the API version in the data (${
+            String(body.apiVersion)
+          }) does not match the expected API version (${this.apiVersion})`
+        )
       )
     }
     if (body.kind !== undefined && body.kind !== this.config.kind) {
-      return Either.left(this.badRequest(`the kind in the data (${String(body.kind)}) does not match the expected kind (${this.config.kind})`))
+      return Either.left(
+        this.badRequest(
+          `the kind in the data (${String(body.kind)}) does not match the expected kind (${this.config.kind})`
+        )
+      )
     }
     const metadata = body.metadata === undefined ? {} : body.metadata
     if (!isRecord(metadata)) return Either.left(this.badRequest("metadata must be a JSON object"))
     if (metadata.namespace !== undefined && metadata.namespace !== "" && metadata.namespace !== namespace) {
-      return Either.left(this.badRequest("the namespace of the provided object does not match the namespace sent on the request"))
+      return Either.left(
+        this.badRequest("the namespace of the provided object does not match the namespace sent on the request")
+      )
     }
     for (const field of ["labels", "annotations"] as const) {
       const map = metadata[field]
@@ -218,7 +239,12 @@ export class ObjectStore {
         return Either.left(this.badRequest(`metadata.${field} must be a map of strings`))
       }
     }
-    return Either.right({ ...clone(body), apiVersion: this.apiVersion, kind: this.config.kind, metadata: clone(metadata) })
+    return Either.right({
+      ...clone(body),
+      apiVersion: this.apiVersion,
+      kind: this.config.kind,
+      metadata: clone(metadata)
+    })
   }
 
   private managedFields(
@@ -244,7 +270,9 @@ export class ObjectStore {
       }
       if (Object.keys(meta).length > 0) touched["f:metadata"] = meta
       for (const [key, value] of Object.entries(object)) {
-        if (key !== "apiVersion" && key !== "kind" && key !== "metadata" && key !== "status") touched[`f:${key}`] = fields(value, 3)
+        if (key !== "apiVersion" && key !== "kind" && key !== "metadata" && key !== "status") {
+          touched[`f:${key}`] = fields(value, 3)
+        }
       }
     }
     const entry: Record<string, unknown> = {
@@ -257,7 +285,8 @@ export class ObjectStore {
       time: context.now
     }
     const others = (previous ?? []).filter(
-      (e) => !(isRecord(e) && e.manager === context.manager && e.operation === operation && e.subresource === subresource)
+      (e) =>
+        !(isRecord(e) && e.manager === context.manager && e.operation === operation && e.subresource === subresource)
     )
     return [...others, entry]
   }
@@ -273,7 +302,9 @@ export class ObjectStore {
       name = `${metadata.generateName}${context.uid.replace(/-/g, "").slice(0, 5)}`
     }
     if (name === "") {
-      return Either.left(this.invalid("", "metadata.name", "Required value: name or generateName is required", "FieldValueRequired"))
+      return Either.left(
+        this.invalid("", "metadata.name", "Required value: name or generateName is required", "FieldValueRequired")
+      )
     }
     if (name.length > 253 || !dns1123Subdomain.test(name)) {
       return Either.left(
@@ -304,7 +335,13 @@ export class ObjectStore {
     }
     if (!context.keepStatusOnCreate) delete stored.status
     dropEmptyMetadata(stored.metadata)
-    ;(stored.metadata as Record<string, unknown>).managedFields = this.managedFields(undefined, stored, context, "Update", undefined)
+    ;(stored.metadata as Record<string, unknown>).managedFields = this.managedFields(
+      undefined,
+      stored,
+      context,
+      "Update",
+      undefined
+    )
     return Either.right(this.commit("ADDED", key, stored, undefined))
   }
 
@@ -320,7 +357,9 @@ export class ObjectStore {
     if (Either.isLeft(checked)) return checked
     const bodyName = checked.right.metadata.name
     if (bodyName !== undefined && bodyName !== name) {
-      return Either.left(this.badRequest(`the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`))
+      return Either.left(
+        this.badRequest(`the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`)
+      )
     }
     return this.update(namespace, name, checked.right, context, subresource, context.requireResourceVersion)
   }
@@ -346,7 +385,9 @@ export class ObjectStore {
       metadata: {
         ...checked.right.metadata,
         name,
-        resourceVersion: typeof patchMeta.resourceVersion === "string" ? patchMeta.resourceVersion : old.metadata.resourceVersion
+        resourceVersion: typeof patchMeta.resourceVersion === "string"
+          ? patchMeta.resourceVersion
+          : old.metadata.resourceVersion
       }
     }
     return this.update(namespace, name, withVersion, context, subresource, false)
@@ -366,7 +407,9 @@ export class ObjectStore {
     const version = body.metadata.resourceVersion
     if (version === undefined || version === "") {
       if (requireResourceVersion) {
-        return Either.left(this.invalid(name, "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update"))
+        return Either.left(
+          this.invalid(name, "metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")
+        )
       }
     } else if (version !== old.metadata.resourceVersion) {
       return Either.left(
@@ -397,7 +440,17 @@ export class ObjectStore {
         ...meta
       } = body.metadata
       const serverOwned: Record<string, unknown> = {}
-      for (const field of ["uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "resourceVersion"]) {
+      for (
+        const field of [
+          "uid",
+          "creationTimestamp",
+          "generation",
+          "deletionTimestamp",
+          "deletionGracePeriodSeconds",
+          "managedFields",
+          "resourceVersion"
+        ]
+      ) {
         if (old.metadata[field] !== undefined) serverOwned[field] = old.metadata[field]
       }
       next = { ...rest, metadata: { ...meta, name, namespace, ...serverOwned } }

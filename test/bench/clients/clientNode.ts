@@ -7,23 +7,43 @@
  * `client-node-1`, an alias of 1.4.0, under Node 20) from test/bench/node_modules, with a computed
  * specifier so the root's type check does not need that folder installed.
  */
+import {
+  codeSpaceBytes,
+  cpuMs,
+  gcWatch,
+  go,
+  heapPartWay,
+  hrtimeNs,
+  latencyFigures,
+  now,
+  sentNs,
+  settledHeap,
+  snapshotIfAsked,
+  stormHeapFigures,
+  window
+} from "../common.ts"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 import { apiServerSecrets } from "../protocol.ts"
 
 interface KubeObject {
-  readonly metadata: { readonly name: string; readonly resourceVersion: string; readonly annotations?: Record<string, string> }
+  readonly metadata: {
+    readonly name: string
+    readonly resourceVersion: string
+    readonly annotations?: Record<string, string>
+  }
 }
 
 /** The part of client-node's surface this file uses. */
 interface ClientNode {
-  readonly KubeConfig: new () => {
+  readonly KubeConfig: new() => {
     loadFromOptions(options: unknown): void
-    makeApiClient<T>(api: new (...args: Array<never>) => T): T
+    makeApiClient<T>(api: new(...args: Array<never>) => T): T
   }
-  readonly CustomObjectsApi: new (...args: Array<never>) => {
-    listNamespacedCustomObject(request: { group: string; version: string; namespace: string; plural: string }): Promise<unknown>
+  readonly CustomObjectsApi: new(...args: Array<never>) => {
+    listNamespacedCustomObject(
+      request: { group: string; version: string; namespace: string; plural: string }
+    ): Promise<unknown>
   }
   readonly makeInformer: (
     kubeconfig: unknown,
@@ -76,7 +96,9 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     new Promise<void>((resolve) => {
       onUpdate = (object) => {
         also?.(object)
-        if (object.metadata.name === target.name && object.metadata.resourceVersion === target.resourceVersion) resolve()
+        if (object.metadata.name === target.name && object.metadata.resourceVersion === target.resourceVersion) {
+          resolve()
+        }
       }
     })
 
@@ -99,7 +121,12 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     case "tp":
     case "fanout": {
       const hot = p.scenario === "fanout"
-      const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
+      const target = finalEvent(
+        shape.m,
+        hot ? Math.min(shape.hot, shape.n) : shape.n,
+        hot ? Salt.hot : Salt.throughput,
+        shape.n
+      )
       const done = reached(target)
       await window.start()
       const t0 = now()
@@ -114,7 +141,10 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     case "storm": {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
       let newest = 0
-      const done = reached(target, (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion))))
+      const done = reached(
+        target,
+        (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion)))
+      )
       const before = await settledHeap()
       const codeBefore = codeSpaceBytes()
       await window.start()

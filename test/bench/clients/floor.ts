@@ -7,8 +7,22 @@
  */
 import * as Http from "node:http"
 import * as Https from "node:https"
+import {
+  codeSpaceBytes,
+  cpuMs,
+  gcWatch,
+  go,
+  heapPartWay,
+  hrtimeNs,
+  latencyFigures,
+  now,
+  sentNs,
+  settledHeap,
+  snapshotIfAsked,
+  stormHeapFigures,
+  window
+} from "../common.ts"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
-import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import type { ApiServerSecrets, ChildParams, ChildResult } from "../protocol.ts"
 import { apiServerSecrets } from "../protocol.ts"
 
@@ -57,8 +71,12 @@ class Floor {
       this.get(url, { agent: this.agent, headers: this.headers }, (res) => {
         const chunks: Array<Buffer> = []
         res.on("data", (chunk: Buffer) => chunks.push(chunk))
-        res.on("end", () =>
-          res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString()) : reject(new Error(`list: HTTP ${res.statusCode}`))
+        res.on(
+          "end",
+          () =>
+            res.statusCode === 200
+              ? resolve(Buffer.concat(chunks).toString())
+              : reject(new Error(`list: HTTP ${res.statusCode}`))
         )
         res.on("error", reject)
       }).on("error", reject)
@@ -108,7 +126,11 @@ class Floor {
 
   /** One watch from the last resourceVersion; resolves when the server ends it. */
   private watchOnce(): Promise<void> {
-    const query = new URLSearchParams({ watch: "true", resourceVersion: this.resourceVersion, allowWatchBookmarks: "true" })
+    const query = new URLSearchParams({
+      watch: "true",
+      resourceVersion: this.resourceVersion,
+      allowWatchBookmarks: "true"
+    })
     return new Promise((resolve, reject) => {
       this.get(`${this.server}${this.path}?${query}`, { agent: this.agent, headers: this.headers }, (res) => {
         if (res.statusCode !== 200) return reject(new Error(`watch: HTTP ${res.statusCode}`))
@@ -146,7 +168,11 @@ class Floor {
 }
 
 /** Resolves when the object event with this name and resourceVersion is in the cache. */
-const reached = (floor: Floor, target: { name: string; resourceVersion: string }, also?: (object: KubeObject) => void) =>
+const reached = (
+  floor: Floor,
+  target: { name: string; resourceVersion: string },
+  also?: (object: KubeObject) => void
+) =>
   new Promise<void>((resolve) => {
     floor.onObject = (object) => {
       also?.(object)
@@ -183,7 +209,12 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     case "tp":
     case "fanout": {
       const hot = p.scenario === "fanout"
-      const target = finalEvent(shape.m, hot ? Math.min(shape.hot, shape.n) : shape.n, hot ? Salt.hot : Salt.throughput, shape.n)
+      const target = finalEvent(
+        shape.m,
+        hot ? Math.min(shape.hot, shape.n) : shape.n,
+        hot ? Salt.hot : Salt.throughput,
+        shape.n
+      )
       const done = reached(floor, target)
       await window.start()
       const t0 = now()
@@ -198,7 +229,11 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     case "storm": {
       const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
       let newest = 0
-      const done = reached(floor, target, (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion))))
+      const done = reached(
+        floor,
+        target,
+        (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion)))
+      )
       const before = await settledHeap()
       const codeBefore = codeSpaceBytes()
       await window.start()
@@ -239,4 +274,3 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
     }
   }
 }
-

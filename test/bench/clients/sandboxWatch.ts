@@ -11,9 +11,23 @@ import * as KubeClient from "../../../src/KubeClient.ts"
 import * as KubeConfig from "../../../src/KubeConfig.ts"
 import type { Sandbox } from "../../../src/Sandbox.ts"
 import * as SandboxWatch from "../../../src/SandboxWatch.ts"
-import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
-import { codeSpaceBytes, cpuMs, gcWatch, go, heapPartWay, hrtimeNs, latencyFigures, now, sentNs, settledHeap, snapshotIfAsked, stormHeapFigures, window } from "../common.ts"
 import { verifiedConnection } from "../../apiserver/RealApiServer.ts"
+import {
+  codeSpaceBytes,
+  cpuMs,
+  gcWatch,
+  go,
+  heapPartWay,
+  hrtimeNs,
+  latencyFigures,
+  now,
+  sentNs,
+  settledHeap,
+  snapshotIfAsked,
+  stormHeapFigures,
+  window
+} from "../common.ts"
+import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
 import type { ChildParams, ChildResult } from "../protocol.ts"
 import { apiServerSecrets } from "../protocol.ts"
 
@@ -37,7 +51,9 @@ const subscribe = (
     )
   )
 
-const rvOf = (value: Option.Option<Sandbox>) => (Option.isSome(value) ? value.value.metadata.resourceVersion : undefined)
+const rvOf = (
+  value: Option.Option<Sandbox>
+) => (Option.isSome(value) ? value.value.metadata.resourceVersion : undefined)
 
 /** Polls the cache every millisecond until `name` holds `resourceVersion`. */
 const untilCached = (watch: Service, name: string, resourceVersion: string) =>
@@ -54,7 +70,8 @@ const untilCached = (watch: Service, name: string, resourceVersion: string) =>
  * service's contract, so read only when it is there); NaN when it is not.
  */
 const subscriptions: Effect.Effect<number> = (() => {
-  const gauge = (SandboxWatch as { readonly metrics?: { readonly subscribers?: Metric.Metric.Gauge<number> } }).metrics?.subscribers
+  const gauge = (SandboxWatch as { readonly metrics?: { readonly subscribers?: Metric.Metric.Gauge<number> } }).metrics
+    ?.subscribers
   return gauge === undefined ? Effect.succeed(Number.NaN) : Effect.map(Metric.value(gauge), (state) => state.value)
 })()
 
@@ -70,7 +87,13 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           ? KubeConfig.layerStatic({ server: p.url, namespace: p.namespace })
           : Layer.succeed(
             KubeConfig.KubeConfig,
-            verifiedConnection({ server: p.url, caPem: secrets.caPem, token: secrets.token, namespace: p.namespace, about: "real kube-apiserver" })
+            verifiedConnection({
+              server: p.url,
+              caPem: secrets.caPem,
+              token: secrets.token,
+              namespace: p.namespace,
+              about: "real kube-apiserver"
+            })
           )
       )
     )
@@ -84,7 +107,11 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     /** Subscribers that must have had their first value before the stream starts. */
     let firstValues = 0
     let subscribers = 0
-    const subscribeCounted = (name: string, onValue: (value: Option.Option<Sandbox>) => void, waits = p.waits === true) => {
+    const subscribeCounted = (
+      name: string,
+      onValue: (value: Option.Option<Sandbox>) => void,
+      waits = p.waits === true
+    ) => {
       subscribers++
       let first = true
       return subscribe(watch, name, (value) => {
@@ -96,7 +123,10 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
       }, waits)
     }
     /** A promise that resolves when a subscriber of `target.name` has been told `target`. */
-    const toldOf = (target: { name: string; resourceVersion: string }, also?: (value: Option.Option<Sandbox>) => void) => {
+    const toldOf = (
+      target: { name: string; resourceVersion: string },
+      also?: (value: Option.Option<Sandbox>) => void
+    ) => {
       let resolve: () => void = () => undefined
       const told = new Promise<void>((r) => (resolve = r))
       return {
@@ -110,7 +140,11 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const allSubscribed = Effect.gen(function*() {
       const deadline = now() + 60_000
       while (firstValues < subscribers) {
-        if (now() > deadline) return yield* Effect.dieMessage(`only ${firstValues} of ${subscribers} subscribers heard their first value in 60 s`)
+        if (now() > deadline) {
+          return yield* Effect.dieMessage(
+            `only ${firstValues} of ${subscribers} subscribers heard their first value in 60 s`
+          )
+        }
         yield* Effect.sleep("1 millis")
       }
     })
@@ -239,7 +273,10 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             ms,
             reconnectsPerSec: (shape.storm / ms) * 1000,
             cpuMsPerResume: cpu / shape.storm,
-            ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm, { before: codeBefore, after: codeAfter }),
+            ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm, {
+              before: codeBefore,
+              after: codeAfter
+            }),
             fibersBefore,
             fibersAfter,
             subsBefore,
@@ -286,7 +323,9 @@ export const run = (p: ChildParams): Promise<ChildResult> =>
         // Only the storm counts fibers: a supervisor's bookkeeping on every fiber start would be
         // charged to the watch in the other scenarios.
         const supervisor = yield* Supervisor.track
-        const result = yield* (p.scenario === "storm" ? Effect.supervised(program(p, supervisor), supervisor) : program(p, supervisor))
+        const result = yield* (p.scenario === "storm"
+          ? Effect.supervised(program(p, supervisor), supervisor)
+          : program(p, supervisor))
         resolve(result)
         return yield* Effect.never
       }).pipe(
