@@ -2,8 +2,6 @@
  * A Kubernetes API client as an Effect service: list, list-all (paged), watch (a `Stream` of typed
  * events) and the writes a test or a demo operator needs. Nothing in it knows about Sandboxes:
  * a resource is a value and an object is whatever `Schema` the caller hands in.
- *
- * @since 0.1.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
@@ -28,6 +26,7 @@ import {
   Stream
 } from "effect"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
+import { isRecord } from "./internal/isRecord.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
@@ -87,7 +86,6 @@ export interface FullList<A> {
   readonly restarts: number
 }
 
-/** @since 0.1.0 */
 export interface KubeClientService {
   readonly list: <A extends HasMetadata, I>(
     resource: KubeResource,
@@ -138,7 +136,6 @@ export interface KubeClientService {
   ) => Effect.Effect<unknown, KubeClientError>
 }
 
-/** @since 0.1.0 */
 export class KubeClient extends Context.Tag("sandbox-watch/KubeClient")<KubeClient, KubeClientService>() {}
 
 // -------------------------------------------------------------------------------------------------
@@ -227,8 +224,6 @@ const spanAttributes = (resource: KubeResource, namespace: string | undefined, r
   if (resourceVersion !== undefined) attributes.resourceVersion = resourceVersion
   return attributes
 }
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** The credential itself (without its scheme), so error texts can be scrubbed of it. */
 const secretOf = (authorization: Option.Option<Redacted.Redacted<string>>): string | undefined =>
@@ -684,8 +679,6 @@ const makeService = (
 /**
  * A client for the cluster `KubeConfig` names: one undici Agent (keep-alive, the cluster's CA,
  * client certificate and server name) that lives as long as the scope.
- *
- * @since 0.1.0
  */
 export const make = (
   options: KubeClientOptions = {}
@@ -704,9 +697,9 @@ export const make = (
     })
   })
 
-/** `layer` with options (`maxLineBytes`). @since 0.1.0 */
+/** `layer` with options (`maxLineBytes`, the request deadlines). */
 export const layerWith = (options: KubeClientOptions): Layer.Layer<KubeClient, never, KubeConfig> =>
   Layer.scoped(KubeClient, make(options))
 
-/** The client for the cluster `KubeConfig` names; its connections close with the layer. @since 0.1.0 */
+/** The client for the cluster `KubeConfig` names; its connections close with the layer. */
 export const layer: Layer.Layer<KubeClient, never, KubeConfig> = layerWith({})

@@ -1,7 +1,5 @@
 /**
  * Where the cluster is and how to prove who we are: resolved like kubectl resolves it.
- *
- * @since 0.1.0
  */
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -48,7 +46,6 @@ export class KubeConfigError extends Data.TaggedError("KubeConfigError")<{
   readonly message: string
 }> {}
 
-/** @since 0.1.0 */
 export class KubeConfig extends Context.Tag("sandbox-watch/KubeConfig")<KubeConfig, ClusterConnection>() {}
 
 /** A fixed connection: a loopback simulator, a test. */
@@ -86,16 +83,16 @@ export class KubeConfigNotFound extends Data.TaggedError("KubeConfigNotFound")<{
 }> {}
 
 /** Where a pod's service-account token, CA and namespace are mounted. */
-export const DEFAULT_SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+export const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 /** How long a token read from a file is trusted before the file is read again (client-go's value). */
-export const TOKEN_REREAD_INTERVAL: Duration.Duration = Duration.minutes(1)
+export const TokenRereadInterval: Duration.Duration = Duration.minutes(1)
 
 /** Where to find the in-cluster configuration; both injectable so tests need no pod. */
 export interface InClusterOptions {
   /** Default `process.env`: `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`, `POD_NAMESPACE`. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
-  /** Default {@link DEFAULT_SERVICE_ACCOUNT_DIR}: holds `token`, `ca.crt`, `namespace`. */
+  /** Default {@link DefaultServiceAccountDir}: holds `token`, `ca.crt`, `namespace`. */
   readonly serviceAccountDir?: string | undefined
 }
 
@@ -414,7 +411,7 @@ const connect = (
           file,
           fallback: token,
           what: `tokenFile ${file}`,
-          period: TOKEN_REREAD_INTERVAL,
+          period: TokenRereadInterval,
           fail
         })
       } else if (Option.isSome(token)) {
@@ -477,7 +474,7 @@ const inClusterWith = (
 ): Effect.Effect<ClusterConnection, KubeConfigError | KubeConfigNotFound> =>
   Effect.gen(function*() {
     const env: Env = options.env ?? process.env
-    const dir = options.serviceAccountDir ?? DEFAULT_SERVICE_ACCOUNT_DIR
+    const dir = options.serviceAccountDir ?? DefaultServiceAccountDir
     const host = env["KUBERNETES_SERVICE_HOST"] ?? ""
     const port = env["KUBERNETES_SERVICE_PORT"] ?? ""
     if (host.length === 0 || port.length === 0) {
@@ -500,7 +497,7 @@ const inClusterWith = (
       file: tokenFile,
       fallback: Option.none(),
       what: `service-account token ${tokenFile}`,
-      period: TOKEN_REREAD_INTERVAL,
+      period: TokenRereadInterval,
       fail: (problem) =>
         fail(tokenFile, problem)
     })

@@ -2,8 +2,6 @@
  * Every way a Kubernetes request can fail, as distinct typed errors, and the questions a caller
  * asks of them ("is this resourceVersion gone?", "how long did the server ask us to wait?").
  * No error carries a token, a key or a request header: only method, path and what the server said.
- *
- * @since 0.1.0
  */
 import { Data, Duration, Option } from "effect"
 import type { StatusCause } from "./KubeStatus.ts"
@@ -60,7 +58,6 @@ export class KubeMalformedBodyError extends Data.TaggedError("KubeMalformedBodyE
   readonly excerpt: string
 }> {}
 
-/** @since 0.1.0 */
 export type KubeClientError =
   | KubeStatusError
   | KubeTransportError

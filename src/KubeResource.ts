@@ -1,11 +1,8 @@
 /**
  * A Kubernetes resource as a value: which API group and version serve it, its plural name, and
  * whether it lives in a namespace. Nothing here knows about any particular resource.
- *
- * @since 0.1.0
  */
 
-/** @since 0.1.0 */
 export interface KubeResource {
   /** The API group; `""` for the core group (`/api/v1`). */
   readonly group: string
@@ -15,7 +12,6 @@ export interface KubeResource {
   readonly namespaced: boolean
 }
 
-/** @since 0.1.0 */
 export const make = (resource: KubeResource): KubeResource => resource
 
 /** `group/version`, or `version` for the core group, as `apiVersion` fields spell it. */

@@ -2,8 +2,6 @@
  * The Kubernetes `Status` object: what the apiserver sends for a failed request and inside a watch
  * `ERROR` event. Decoded leniently: every field is optional, because proxies and old servers send
  * partial ones and a failure must never fail to be understood.
- *
- * @since 0.1.0
  */
 import { Schema } from "effect"
 
@@ -25,7 +23,6 @@ export const StatusDetails = Schema.Struct({
 })
 export type StatusDetails = typeof StatusDetails.Type
 
-/** @since 0.1.0 */
 export const Status = Schema.Struct({
   kind: Schema.optional(Schema.String),
   apiVersion: Schema.optional(Schema.String),

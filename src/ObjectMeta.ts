@@ -1,12 +1,9 @@
 /**
  * The part of `metadata` a watch needs. Decoding keeps only these fields: `managedFields` alone is
  * often half an object, and nothing downstream reads it.
- *
- * @since 0.1.0
  */
 import { Schema } from "effect"
 
-/** @since 0.1.0 */
 export const ObjectMeta = Schema.Struct({
   name: Schema.String,
   namespace: Schema.optional(Schema.String),

@@ -6,8 +6,6 @@
  *
  * The watch tells nothing while it is cut off, backing off or re-listing, so none of that reaches
  * a wait: a wait only hears the cluster. Unknown is never loss.
- *
- * @since 0.1.0
  */
 import { Context, Data, Duration, Effect, Layer, Option, Stream } from "effect"
 import { isOlder } from "./internal/resourceVersion.ts"
@@ -146,7 +144,6 @@ export interface ReadyOptions extends WaitOptions {
   readonly createdAt?: string
 }
 
-/** @since 0.1.0 */
 export interface OrchestratorService {
   /**
    * Succeeds with the Sandbox once its phase is `Ready`. A Sandbox not yet seen is waited for: it
@@ -175,7 +172,6 @@ export interface OrchestratorService {
   readonly continuity: (name: string) => Stream.Stream<Verdict>
 }
 
-/** @since 0.1.0 */
 export class Orchestrator extends Context.Tag("sandbox-watch/Orchestrator")<Orchestrator, OrchestratorService>() {}
 
 /** The entry for one repo key in a Sandbox's status. */
@@ -330,7 +326,6 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
   return { awaitReady, awaitRepoFetched, continuity }
 }
 
-/** @since 0.1.0 */
 export const layer: Layer.Layer<Orchestrator, never, SandboxWatch> = Layer.effect(
   Orchestrator,
   Effect.map(SandboxWatch, make)

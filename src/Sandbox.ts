@@ -2,14 +2,11 @@
  * The Sandbox custom resource (`jr2.dev/v1alpha1`, `sandboxes`) as the Orchestrator reads it: the
  * fields its waits use and nothing else. Decoding drops every other field, so the cache holds a
  * small object (no `managedFields`); a phase or condition we have not heard of is kept as a string.
- *
- * @since 0.1.0
  */
 import { Schema } from "effect"
 import * as KubeResource from "./KubeResource.ts"
 import { ObjectMeta } from "./ObjectMeta.ts"
 
-/** @since 0.1.0 */
 export const SandboxResource: KubeResource.KubeResource = KubeResource.make({
   group: "jr2.dev",
   version: "v1alpha1",
@@ -90,7 +87,6 @@ export const SandboxSpec = Schema.Struct({
 })
 export type SandboxSpec = typeof SandboxSpec.Type
 
-/** @since 0.1.0 */
 export const Sandbox = Schema.Struct({
   apiVersion: Schema.optional(Schema.String),
   kind: Schema.optional(Schema.String),

@@ -2,8 +2,6 @@
  * What a Sandbox's status says about why it is not Ready, as data and as words a person can act on.
  * The Orchestrator's errors and the program's table both read a Sandbox through these functions, so
  * the same facts are told the same way everywhere.
- *
- * @since 0.1.0
  */
 import { Option } from "effect"
 import type { ContainerRecord, ContainerWaiting, Sandbox } from "./Sandbox.ts"

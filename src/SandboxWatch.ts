@@ -19,8 +19,6 @@
  *
  * Unknown is never loss: a dropped watch, an error, a back-off or an object that does not decode
  * tells nobody anything. Only a list without the name, or a `DELETED` event, says gone.
- *
- * @since 0.1.0
  */
 import {
   Cause,
@@ -80,7 +78,6 @@ export interface SandboxWatchHealth {
   readonly subscribers: number
 }
 
-/** @since 0.1.0 */
 export interface SandboxWatchService {
   /** Completes once the first list has landed. */
   readonly synced: Effect.Effect<void>
@@ -114,7 +111,6 @@ export interface SandboxWatchService {
   readonly health: Effect.Effect<SandboxWatchHealth>
 }
 
-/** @since 0.1.0 */
 export class SandboxWatch extends Context.Tag("sandbox-watch/SandboxWatch")<SandboxWatch, SandboxWatchService>() {}
 
 export interface SandboxWatchOptions {
@@ -228,8 +224,6 @@ interface RoundOutcome {
 /**
  * Start the watch in the current scope. The loop is a fiber of that scope: closing it ends the loop
  * and aborts the open request.
- *
- * @since 0.1.0
  */
 export const make = (
   options: SandboxWatchOptions
@@ -647,8 +641,6 @@ export const make = (
 
 /**
  * The watch as a scoped Layer: the loop lives exactly as long as the Layer's scope.
- *
- * @since 0.1.0
  */
 export const layer = (options: SandboxWatchOptions): Layer.Layer<SandboxWatch, never, KubeClient> =>
   Layer.scoped(SandboxWatch, make(options))
@@ -667,7 +659,6 @@ export const config: Config.Config<SandboxWatchOptions> = Config.all({
   pageSize: Config.integer("SANDBOX_WATCH_PAGE_SIZE").pipe(Config.withDefault(500))
 })
 
-/** @since 0.1.0 */
 export const layerConfig = (
   options: Config.Config<SandboxWatchOptions> = config
 ): Layer.Layer<SandboxWatch, ConfigError.ConfigError, KubeClient> => Layer.unwrapEffect(Effect.map(options, layer))

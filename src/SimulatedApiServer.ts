@@ -7,8 +7,6 @@
  *
  * Timers (bookmarks, watch timeouts) use Effect's `Clock` of the environment that built the layer:
  * the live clock in the program, `TestClock` in a test.
- *
- * @since 0.1.0
  */
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
@@ -145,7 +143,6 @@ export interface ObjectOptions {
   readonly namespace?: string
 }
 
-/** @since 0.1.0 */
 export interface SimulatedApiServerService {
   /** `http://127.0.0.1:PORT`, no trailing slash. */
   readonly url: string
@@ -222,7 +219,6 @@ export interface SimulatedApiServerService {
   readonly awaitOpenWatches: (count: number) => Effect.Effect<void>
 }
 
-/** @since 0.1.0 */
 export class SimulatedApiServer extends Context.Tag("sandbox-watch/SimulatedApiServer")<
   SimulatedApiServer,
   SimulatedApiServerService
@@ -378,16 +374,12 @@ const badGatewayHtml =
 /**
  * A simulated apiserver on a loopback port, for as long as the layer's scope lives: closing it ends
  * every open watch, then every connection, then the server.
- *
- * @since 0.1.0
  */
 export const layer = (options: Options): Layer.Layer<SimulatedApiServer, ServeError> =>
   Layer.scoped(SimulatedApiServer, make(options))
 
 /**
  * A `KubeConfig` (`layerStatic`) pointing at the simulated server: its URL, namespace and token.
- *
- * @since 0.1.0
  */
 export const layerKubeConfig: Layer.Layer<KubeConfig.KubeConfig, never, SimulatedApiServer> = Layer.unwrapEffect(
   Effect.gen(function*() {

@@ -3,12 +3,9 @@
  * `ERROR`, plus `UNDECODABLE`: an object event whose envelope was fine but whose object did not fit
  * the caller's schema. It still carries a resourceVersion the server will resume from, so it is an
  * event, not a stream failure; what to do with the object is the caller's decision.
- *
- * @since 0.1.0
  */
 import type { Status } from "./KubeStatus.ts"
 
-/** @since 0.1.0 */
 export interface ObjectEvent<A> {
   readonly type: "ADDED" | "MODIFIED" | "DELETED"
   readonly object: A
@@ -38,7 +35,6 @@ export interface UndecodableEvent {
   readonly problem: string
 }
 
-/** @since 0.1.0 */
 export type WatchEvent<A> = ObjectEvent<A> | BookmarkEvent | ErrorEvent | UndecodableEvent
 
 /** The annotation a server puts on the bookmark that ends a streaming list's initial events. */

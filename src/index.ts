@@ -4,90 +4,64 @@
  * Each public module is re-exported here under its own name, as Effect's packages do
  * (`import { SandboxWatch } from "sandbox-watch"`); every module also has a subpath of its own
  * (`sandbox-watch/SandboxWatch`). Nothing under `internal/` is public.
- *
- * @since 0.1.0
  */
 
 /**
  * A Kubernetes API client: list, paged list, watch as a `Stream` of typed events, and writes.
- *
- * @since 0.1.0
  */
 export * as KubeClient from "./KubeClient.ts"
 
 /**
  * Where the cluster is and how to prove who we are, resolved as kubectl resolves it.
- *
- * @since 0.1.0
  */
 export * as KubeConfig from "./KubeConfig.ts"
 
 /**
  * Every way a Kubernetes request can fail, as typed errors, and the questions asked of them.
- *
- * @since 0.1.0
  */
 export * as KubeError from "./KubeError.ts"
 
 /**
  * A Kubernetes resource as a value: group, version, plural, namespaced.
- *
- * @since 0.1.0
  */
 export * as KubeResource from "./KubeResource.ts"
 
 /**
  * The Kubernetes `Status` object, decoded leniently.
- *
- * @since 0.1.0
  */
 export * as KubeStatus from "./KubeStatus.ts"
 
 /**
  * The part of `metadata` a watch needs.
- *
- * @since 0.1.0
  */
 export * as ObjectMeta from "./ObjectMeta.ts"
 
 /**
  * The waits an orchestrator makes on Sandboxes: Ready, a repo fetch landing, continuity.
- *
- * @since 0.1.0
  */
 export * as Orchestrator from "./Orchestrator.ts"
 
 /**
  * The Sandbox custom resource as the Orchestrator reads it.
- *
- * @since 0.1.0
  */
 export * as Sandbox from "./Sandbox.ts"
 
 /**
  * What a Sandbox's status says about why it is not Ready, as data and as words.
- *
- * @since 0.1.0
  */
 export * as SandboxEvidence from "./SandboxEvidence.ts"
 
 /**
  * The one watch of every Sandbox in a namespace, held in memory and pushed to subscribers.
- *
- * @since 0.1.0
  */
 export * as SandboxWatch from "./SandboxWatch.ts"
 
 /**
  * A simulated Kubernetes API server over real HTTP on loopback, for tests and the demo.
- *
- * @since 0.1.0
  */
 export * as SimulatedApiServer from "./SimulatedApiServer.ts"
 
 /**
  * The events of a Kubernetes watch, typed.
- *
- * @since 0.1.0
  */
 export * as WatchEvent from "./WatchEvent.ts"

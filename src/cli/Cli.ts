@@ -2,8 +2,6 @@
  * The `sandbox-watch` program: watch every Sandbox under a selector in one namespace and show it,
  * as a live table for a person or as NDJSON for a program. With no cluster configured (or with
  * `--demo`) it runs against an embedded simulated API server played by a demo operator.
- *
- * @since 0.1.0
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"

@@ -7,8 +7,6 @@
  * resourceVersion, 429s) so a newcomer watches the program ride through them.
  *
  * The operator narrates with `Effect.log`, and asks the Orchestrator's waits what a client would.
- *
- * @since 0.1.0
  */
 import type { ServeError } from "@effect/platform/HttpServerError"
 import { Duration, Effect, Layer, Option, Stream } from "effect"

@@ -8,8 +8,6 @@
  *
  * Every name the cluster has or had under the selector is told. Nothing else is ever written here:
  * logs go elsewhere (stderr), so a reader can parse every line.
- *
- * @since 0.1.0
  */
 import { Chunk, Effect, Option, Stream } from "effect"
 import type { SandboxChange } from "../SandboxWatch.ts"

@@ -2,8 +2,6 @@
  * The program's live view for a terminal, like `kubectl get -w` but redrawn in place: one row per
  * Sandbox (name, phase, ready, scheduled, restarts, last change and the most telling reason), a
  * status line from the watch's health, and the latest log lines beneath.
- *
- * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, Queue, Schedule, Stream } from "effect"
 import type { Sandbox } from "../Sandbox.ts"

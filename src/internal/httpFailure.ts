@@ -9,13 +9,13 @@
 import { Option } from "effect"
 import { KubeStatusError, KubeTransportError } from "../KubeError.ts"
 import type { Status, StatusCause, StatusDetails } from "../KubeStatus.ts"
+import { isRecord } from "./isRecord.ts"
 import { excerpt } from "./ndjsonLines.ts"
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] }
 
 const string = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
 const number = (u: unknown): number | undefined => (typeof u === "number" && Number.isFinite(u) ? u : undefined)
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const toCause = (u: unknown): StatusCause | undefined => {
   if (!isRecord(u)) return undefined

@@ -311,8 +311,6 @@ const cache = new WeakMap<AST.AST, Decoder>()
  * A decoder equal to `Schema.decodeUnknownEither(schema)`, faster for the shapes Kubernetes objects
  * use: the compiled path answers when it can, the Schema whenever the compiled path declines.
  * Compiled once per schema AST and cached.
- *
- * @since 0.1.0
  */
 export const decoderFor = <A, I>(
   schema: Schema.Schema<A, I>

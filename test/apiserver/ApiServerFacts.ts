@@ -10,7 +10,7 @@ import { inject } from "vitest"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 import { KubeConfig } from "../../src/KubeConfig.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
-import { jsonOrText, LIMITED_USER, verifiedConnection } from "./RealApiServer.ts"
+import { jsonOrText, LimitedUser, verifiedConnection } from "./RealApiServer.ts"
 
 /** What the suite's tests get: the server's facts and how to ask `globalSetup` for a restart. */
 export interface SuiteFacts extends ApiServerFacts {
@@ -193,7 +193,7 @@ export const grantWatch = (http: Http, facts: ApiServerFacts): Effect.Effect<voi
           kind: "RoleBinding",
           metadata: { name: watcherRole, namespace: ns },
           roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: watcherRole },
-          subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: LIMITED_USER }]
+          subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: LimitedUser }]
         }
       })
       if (role.status !== 201 || binding.status !== 201) {

@@ -5,8 +5,6 @@
  *
  * Every child runs under `lifeline.sh`: it dies with the harness even if the harness is killed.
  * A later start also reaps what a crashed earlier run left in the temp directory.
- *
- * @since 0.1.0
  */
 import { Agent, fetch } from "@effect/platform-node/Undici"
 import { Data, Effect, Option, Redacted } from "effect"
@@ -22,7 +20,7 @@ import { fileURLToPath } from "node:url"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 
 /** The version `build.sh` builds; the binary's name carries it. */
-export const KUBE_VERSION = "1.20.2"
+export const KubeVersion = "1.20.2"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const lifeline = path.join(here, "lifeline.sh")
@@ -31,7 +29,7 @@ const tempPrefix = "sandbox-watch-apiserver-"
 /** Where the binary is: `SANDBOX_WATCH_KUBE_APISERVER`, else the cache `build.sh` fills. */
 export const binaryPath = (env: NodeJS.ProcessEnv = process.env): string =>
   env.SANDBOX_WATCH_KUBE_APISERVER ??
-    path.join(env.SANDBOX_WATCH_CACHE ?? "/var/cache/sandbox-watch", `kube-apiserver-${KUBE_VERSION}`)
+    path.join(env.SANDBOX_WATCH_CACHE ?? "/var/cache/sandbox-watch", `kube-apiserver-${KubeVersion}`)
 
 /** What a test needs to talk to the server: plain data, so it can cross into vitest's workers. */
 export interface ApiServerFacts {
@@ -42,7 +40,7 @@ export interface ApiServerFacts {
   readonly caPem: string
   /** A bearer token of a `system:masters` user. Secret: never log it. */
   readonly adminToken: string
-  /** A bearer token of {@link LIMITED_USER}: get and list on sandboxes, no watch. Secret. */
+  /** A bearer token of {@link LimitedUser}: get and list on sandboxes, no watch. Secret. */
   readonly limitedUserToken: string
   /** The namespace made for the tests. */
   readonly namespace: string
@@ -85,9 +83,9 @@ export const verifiedConnection = (target: {
 }
 
 /** The user behind `limitedUserToken`. */
-export const LIMITED_USER = "sandbox-limited"
+export const LimitedUser = "sandbox-limited"
 /** The Role (in the tests' namespace) that gives the limited user get and list on sandboxes. */
-export const LIMITED_ROLE = "sandbox-reader"
+export const LimitedRole = "sandbox-reader"
 
 /** How long the steps took, in milliseconds of real time. */
 export interface StartTimings {
@@ -99,7 +97,6 @@ export interface StartTimings {
   readonly totalMs: number
 }
 
-/** @since 0.1.0 */
 export interface RealApiServer extends ApiServerFacts {
   readonly timings: StartTimings
   /**
@@ -312,15 +309,15 @@ const bootstrap = async (api: Api, namespace: string, child: Child, timeoutMs: n
   await mustCreate(api, `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/roles`, {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "Role",
-    metadata: { name: LIMITED_ROLE, namespace },
+    metadata: { name: LimitedRole, namespace },
     rules: [{ apiGroups: ["jr2.dev"], resources: ["sandboxes"], verbs: ["get", "list"] }]
   })
   await mustCreate(api, `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`, {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",
-    metadata: { name: LIMITED_ROLE, namespace },
-    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: LIMITED_ROLE },
-    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: LIMITED_USER }]
+    metadata: { name: LimitedRole, namespace },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: LimitedRole },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: LimitedUser }]
   })
   // Established, and actually served (discovery and the CRD handler can lag the condition).
   await waitUntil(
@@ -386,7 +383,7 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     const tokenFile = path.join(dir, "tokens.csv")
     fs.writeFileSync(
       tokenFile,
-      `${adminToken},sandbox-admin,uid-admin,"system:masters"\n${limitedUserToken},${LIMITED_USER},uid-limited,"sandbox-testers"\n`,
+      `${adminToken},sandbox-admin,uid-admin,"system:masters"\n${limitedUserToken},${LimitedUser},uid-limited,"sandbox-testers"\n`,
       { mode: 0o600 }
     )
     const saKey = path.join(dir, "sa.key")

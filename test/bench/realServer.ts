@@ -9,7 +9,7 @@ import * as Fs from "node:fs"
 import * as RealApiServer from "../apiserver/RealApiServer.ts"
 import { Group, makeSandbox, Plural, Version } from "./data.ts"
 
-export const KubeVersion = RealApiServer.KUBE_VERSION
+export const KubeVersion = RealApiServer.KubeVersion
 
 /** Whether the binary is there; `bash test/apiserver/build.sh` builds it. */
 export const available = (): boolean => Fs.existsSync(RealApiServer.binaryPath())

@@ -3,8 +3,6 @@
  * echo server), that breaks the connection on demand: reset every open connection mid-stream,
  * stall (hold every byte, keep the sockets open), reject or refuse new connections, and heal.
  * It works below TLS, so an `https://` client keeps verifying the server's certificate through it.
- *
- * @since 0.1.0
  */
 import { Data, Effect } from "effect"
 import type { Scope } from "effect"
@@ -39,7 +37,6 @@ export interface FaultProxyStats {
   readonly bytesHeld: number
 }
 
-/** @since 0.1.0 */
 export interface FaultProxy {
   readonly host: "127.0.0.1"
   readonly port: number

@@ -2,8 +2,6 @@
  * The apiserver's JSON, byte for byte where it matters: custom resources are Go maps, so their keys
  * come out sorted at every level and `<`, `>`, `&` are escaped as Go's encoder does; a `Status` is a
  * Go struct, so its fields keep the struct's order. Every body ends with the encoder's newline.
- *
- * @since 0.1.0
  * @internal
  */
 
@@ -132,7 +130,3 @@ export const clone = <A>(value: A): A => (value === undefined ? value : (JSON.pa
 
 /** Structural equality of plain JSON, key order ignored. */
 export const jsonEqual = (a: unknown, b: unknown): boolean => encodeUnstructured(a) === encodeUnstructured(b)
-
-/** A plain JSON object (not an array, not null). */
-export const isRecord = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === "object" && !Array.isArray(value)

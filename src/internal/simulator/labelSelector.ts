@@ -3,8 +3,6 @@
  * `k8s.io/apimachinery/pkg/labels` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`, `>`, `<`,
  * comma = AND) and of `fields` (`=`, `==`, `!=` on `metadata.name` / `metadata.namespace`, the
  * only fields a custom resource may be selected by). Used by the simulated apiserver.
- *
- * @since 0.1.0
  * @internal
  */
 import { Either } from "effect"

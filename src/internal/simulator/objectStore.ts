@@ -7,15 +7,14 @@
  *
  * Synchronous on purpose: one write, its resourceVersion and its fan-out to every listener happen
  * in one step, so a watch that replays history and subscribes never misses or repeats an event.
- *
- * @since 0.1.0
  * @internal
  */
 import { Either } from "effect"
 import type { KubeResource } from "../../KubeResource.ts"
 import * as KubeResourceModule from "../../KubeResource.ts"
+import { isRecord } from "../isRecord.ts"
 import type { FailureStatus } from "./kubeJson.ts"
-import { clone, isRecord, jsonEqual, mergePatch } from "./kubeJson.ts"
+import { clone, jsonEqual, mergePatch } from "./kubeJson.ts"
 
 /** An object as stored: plain JSON with a `metadata` record. */
 export type KubeObject = Record<string, unknown> & { readonly metadata: Record<string, unknown> }
