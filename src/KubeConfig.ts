@@ -277,11 +277,34 @@ const normalizeServer = (server: string): Either.Either<string, string> => {
   return Either.right(withScheme.replace(/\/+$/, ""))
 }
 
-const SUPPORTED_EXEC_VERSIONS = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+const SupportedExecVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
 
 const noAuthorization: Credentials.CredentialSource<KubeConfigError> = {
   authorization: Effect.succeedNone,
   invalidate: Effect.void
+}
+
+/** What a context names, found in the merged kubeconfig. */
+interface Chosen {
+  readonly contextName: string
+  readonly context: Entry<KubeConfigFile.Context>
+  readonly cluster: Entry<KubeConfigFile.Cluster>
+  readonly user: Entry<KubeConfigFile.User> | undefined
+}
+
+/** The cluster's address and how to trust it. */
+interface ClusterAddress {
+  readonly server: string
+  readonly ca: Option.Option<string>
+  readonly insecureSkipTlsVerify: boolean
+  readonly serverName: Option.Option<string>
+}
+
+/** Who we are to the cluster. */
+interface UserCredentials {
+  readonly clientCertificate: Option.Option<string>
+  readonly clientKey: Option.Option<Redacted.Redacted<string>>
+  readonly credentials: Credentials.CredentialSource<KubeConfigError>
 }
 
 /** The context's cluster and user, made into a connection. */
@@ -291,8 +314,39 @@ const connect = (
   requestedContext: string | undefined
 ): Effect.Effect<ClusterConnection, KubeConfigError> =>
   Effect.gen(function*() {
-    const { path } = services
-    const where = merged.files.join(path.sep === "\\" ? ";" : ":")
+    const where = merged.files.join(services.path.sep === "\\" ? ";" : ":")
+    const chosen = yield* chooseContext(merged, requestedContext, where)
+    const address = yield* clusterAddress(services, chosen.cluster)
+    const user = chosen.user === undefined
+      ? { clientCertificate: Option.none(), clientKey: Option.none(), credentials: noAuthorization }
+      : yield* userCredentials(services, chosen.user, chosen.cluster, address)
+    const source = `kubeconfig ${where}, context ${chosen.contextName}`
+    yield* Effect.logDebug(`kubeconfig: using ${source} (${address.server})`)
+    return {
+      server: address.server,
+      namespace: Option.fromNullable(chosen.context.value.namespace).pipe(Option.filter((ns) => ns.length > 0)),
+      tls: {
+        ca: address.ca,
+        clientCertificate: user.clientCertificate,
+        clientKey: user.clientKey,
+        insecureSkipTlsVerify: address.insecureSkipTlsVerify,
+        serverName: address.serverName
+      },
+      authorization: user.credentials.authorization,
+      invalidate: user.credentials.invalidate,
+      source
+    } satisfies ClusterConnection
+  })
+
+// -- the context -------------------------------------------------------------------------------
+
+/** The context asked for (else the current one), and the cluster and user it names. */
+const chooseContext = (
+  merged: Merged,
+  requestedContext: string | undefined,
+  where: string
+): Effect.Effect<Chosen, KubeConfigError> =>
+  Effect.gen(function*() {
     const contextName = requestedContext !== undefined && requestedContext.length > 0
       ? requestedContext
       : Option.getOrUndefined(merged.currentContext)
@@ -329,9 +383,17 @@ const connect = (
         `context "${contextName}": user "${userName}" not found (users: ${listNames(merged.users)})`
       )
     }
+    return { contextName, context, cluster, user }
+  })
 
-    // The cluster.
-    const clusterLabel = `cluster "${clusterName}"`
+// -- the cluster's TLS -------------------------------------------------------------------------
+
+const clusterAddress = (
+  services: Services,
+  cluster: Entry<KubeConfigFile.Cluster>
+): Effect.Effect<ClusterAddress, KubeConfigError> =>
+  Effect.gen(function*() {
+    const clusterLabel = `cluster "${cluster.name}"`
     const c = cluster.value
     if (c.server === undefined || c.server.length === 0) {
       return yield* kubeconfigError(cluster.file, `${clusterLabel} has no server`)
@@ -357,113 +419,124 @@ const connect = (
       )
     }
     const serverName = Option.fromNullable(c["tls-server-name"]).pipe(Option.filter((name) => name.length > 0))
+    return { server, ca, insecureSkipTlsVerify, serverName }
+  })
 
-    // The user.
-    let clientCertificate = Option.none<string>()
-    let clientKey = Option.none<Redacted.Redacted<string>>()
-    let credentials = noAuthorization
-    if (user !== undefined) {
-      const label = `user "${user.name}"`
-      const u = user.value
-      const fail = (problem: string) => kubeconfigError(user.file, `${label}: ${problem}`)
-      if (u["auth-provider"] !== undefined) {
-        return yield* fail(
-          `auth-provider${
-            u["auth-provider"].name === undefined ? "" : ` "${u["auth-provider"].name}"`
-          } is not supported; ` +
-            "use an exec credential plugin instead (kubectl itself dropped the built-in providers)"
-        )
-      }
-      if (u.username !== undefined || u.password !== undefined) {
-        return yield* fail(
-          "username/password (basic auth) is not supported; the apiserver removed it in Kubernetes 1.19"
-        )
-      }
-      clientCertificate = yield* pem(services, {
-        entryFile: user.file,
-        label,
-        field: "client-certificate",
-        data: u["client-certificate-data"],
-        file: u["client-certificate"],
-        kind: "certificate"
-      })
-      const key = yield* pem(services, {
-        entryFile: user.file,
-        label,
-        field: "client-key",
-        data: u["client-key-data"],
-        file: u["client-key"],
-        kind: "private key"
-      })
-      clientKey = Option.map(key, Redacted.make)
-      if (Option.isSome(clientCertificate) !== Option.isSome(clientKey)) {
-        return yield* fail(
-          Option.isSome(clientCertificate)
-            ? "has a client certificate but no client-key or client-key-data"
-            : "has a client key but no client-certificate or client-certificate-data"
-        )
-      }
-      const token = Option.fromNullable(u.token).pipe(Option.filter((t) => t.length > 0))
-      if (u.tokenFile !== undefined && u.tokenFile.length > 0) {
-        const file = resolveIn(path, user.file, u.tokenFile)
-        credentials = yield* Credentials.fileToken({
-          fs: services.fs,
-          file,
-          fallback: token,
-          what: `tokenFile ${file}`,
-          period: TokenRereadInterval,
-          fail
-        })
-      } else if (Option.isSome(token)) {
-        const header = Option.some(Redacted.make(`Bearer ${token.value}`))
-        credentials = { authorization: Effect.succeed(header), invalidate: Effect.void }
-      } else if (u.exec !== undefined) {
-        // A token in the kubeconfig wins over exec, as in client-go (the header is already set).
-        const exec = u.exec
-        if (exec.command.length === 0) return yield* fail("exec has no command")
-        if (exec.apiVersion === undefined || exec.apiVersion.length === 0) {
-          return yield* fail(`exec needs an apiVersion (${SUPPORTED_EXEC_VERSIONS.join(" or ")})`)
-        }
-        if (!SUPPORTED_EXEC_VERSIONS.includes(exec.apiVersion)) {
-          return yield* fail(
-            `exec apiVersion "${exec.apiVersion}" is not supported (use ${SUPPORTED_EXEC_VERSIONS.join(" or ")})`
-          )
-        }
-        // A bare name is looked up on PATH; a relative path is relative to the kubeconfig (client-go).
-        const command = exec.command.includes("/") || exec.command.includes(path.sep)
-          ? resolveIn(path, user.file, exec.command)
-          : exec.command
-        const clusterInfo: Record<string, unknown> = { server }
-        if (Option.isSome(serverName)) clusterInfo["tls-server-name"] = serverName.value
-        if (insecureSkipTlsVerify) clusterInfo["insecure-skip-tls-verify"] = true
-        if (Option.isSome(ca)) clusterInfo["certificate-authority-data"] = Buffer.from(ca.value).toString("base64")
-        if (c["proxy-url"] !== undefined) clusterInfo["proxy-url"] = c["proxy-url"]
-        credentials = yield* Credentials.execCredential({
-          executor: services.executor,
-          spec: {
-            command,
-            args: exec.args ?? [],
-            env: exec.env ?? [],
-            apiVersion: exec.apiVersion,
-            installHint: Option.fromNullable(exec.installHint),
-            cluster: exec.provideClusterInfo === true ? Option.some(clusterInfo) : Option.none(),
-            what: label
-          },
-          fail
-        })
-      }
+// -- the user's credentials --------------------------------------------------------------------
+
+const userCredentials = (
+  services: Services,
+  user: Entry<KubeConfigFile.User>,
+  cluster: Entry<KubeConfigFile.Cluster>,
+  address: ClusterAddress
+): Effect.Effect<UserCredentials, KubeConfigError> =>
+  Effect.gen(function*() {
+    const label = `user "${user.name}"`
+    const u = user.value
+    const fail = (problem: string) => kubeconfigError(user.file, `${label}: ${problem}`)
+    if (u["auth-provider"] !== undefined) {
+      return yield* fail(
+        `auth-provider${
+          u["auth-provider"].name === undefined ? "" : ` "${u["auth-provider"].name}"`
+        } is not supported; ` +
+          "use an exec credential plugin instead (kubectl itself dropped the built-in providers)"
+      )
     }
+    if (u.username !== undefined || u.password !== undefined) {
+      return yield* fail(
+        "username/password (basic auth) is not supported; the apiserver removed it in Kubernetes 1.19"
+      )
+    }
+    const clientCertificate = yield* pem(services, {
+      entryFile: user.file,
+      label,
+      field: "client-certificate",
+      data: u["client-certificate-data"],
+      file: u["client-certificate"],
+      kind: "certificate"
+    })
+    const key = yield* pem(services, {
+      entryFile: user.file,
+      label,
+      field: "client-key",
+      data: u["client-key-data"],
+      file: u["client-key"],
+      kind: "private key"
+    })
+    const clientKey = Option.map(key, Redacted.make)
+    if (Option.isSome(clientCertificate) !== Option.isSome(clientKey)) {
+      return yield* fail(
+        Option.isSome(clientCertificate)
+          ? "has a client certificate but no client-key or client-key-data"
+          : "has a client key but no client-certificate or client-certificate-data"
+      )
+    }
+    const token = Option.fromNullable(u.token).pipe(Option.filter((t) => t.length > 0))
+    let credentials = noAuthorization
+    if (u.tokenFile !== undefined && u.tokenFile.length > 0) {
+      const file = resolveIn(services.path, user.file, u.tokenFile)
+      credentials = yield* Credentials.fileToken({
+        fs: services.fs,
+        file,
+        fallback: token,
+        what: `tokenFile ${file}`,
+        period: TokenRereadInterval,
+        fail
+      })
+    } else if (Option.isSome(token)) {
+      const header = Option.some(Redacted.make(`Bearer ${token.value}`))
+      credentials = { authorization: Effect.succeed(header), invalidate: Effect.void }
+    } else if (u.exec !== undefined) {
+      // A token in the kubeconfig wins over exec, as in client-go (the header is already set).
+      credentials = yield* execCredentials(services, user, u.exec, cluster, address, fail)
+    }
+    return { clientCertificate, clientKey, credentials }
+  })
 
-    const source = `kubeconfig ${where}, context ${contextName}`
-    yield* Effect.logDebug(`kubeconfig: using ${source} (${server})`)
-    return {
-      server,
-      namespace: Option.fromNullable(context.value.namespace).pipe(Option.filter((ns) => ns.length > 0)),
-      tls: { ca, clientCertificate, clientKey, insecureSkipTlsVerify, serverName },
-      authorization: credentials.authorization,
-      invalidate: credentials.invalidate,
-      source
-    } satisfies ClusterConnection
+// -- exec credential plugins -------------------------------------------------------------------
+
+const execCredentials = (
+  services: Services,
+  user: Entry<KubeConfigFile.User>,
+  exec: KubeConfigFile.ExecConfig,
+  cluster: Entry<KubeConfigFile.Cluster>,
+  address: ClusterAddress,
+  fail: (problem: string) => KubeConfigError
+): Effect.Effect<Credentials.CredentialSource<KubeConfigError>, KubeConfigError> =>
+  Effect.gen(function*() {
+    if (exec.command.length === 0) return yield* fail("exec has no command")
+    if (exec.apiVersion === undefined || exec.apiVersion.length === 0) {
+      return yield* fail(`exec needs an apiVersion (${SupportedExecVersions.join(" or ")})`)
+    }
+    if (!SupportedExecVersions.includes(exec.apiVersion)) {
+      return yield* fail(
+        `exec apiVersion "${exec.apiVersion}" is not supported (use ${SupportedExecVersions.join(" or ")})`
+      )
+    }
+    // A bare name is looked up on PATH; a relative path is relative to the kubeconfig (client-go).
+    const command = exec.command.includes("/") || exec.command.includes(services.path.sep)
+      ? resolveIn(services.path, user.file, exec.command)
+      : exec.command
+    const clusterInfo: Record<string, unknown> = { server: address.server }
+    if (Option.isSome(address.serverName)) clusterInfo["tls-server-name"] = address.serverName.value
+    if (address.insecureSkipTlsVerify) clusterInfo["insecure-skip-tls-verify"] = true
+    if (Option.isSome(address.ca)) {
+      clusterInfo["certificate-authority-data"] = Buffer.from(address.ca.value).toString("base64")
+    }
+    if (cluster.value["proxy-url"] !== undefined) clusterInfo["proxy-url"] = cluster.value["proxy-url"]
+    return yield* Credentials.execCredential({
+      executor: services.executor,
+      spec: {
+        command,
+        args: exec.args ?? [],
+        env: exec.env ?? [],
+        apiVersion: exec.apiVersion,
+        installHint: Option.fromNullable(exec.installHint),
+        cluster: exec.provideClusterInfo === true ? Option.some(clusterInfo) : Option.none(),
+        what: `user "${user.name}"`
+      },
+      fail
+    })
   })
 
 /** The pod's service account, or `KubeConfigNotFound` when this is not a pod. */
