@@ -33,16 +33,23 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import type { FailureStatus } from "./internal/simulator/kubeJson.ts"
 import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/simulator/kubeJson.ts"
-import type { FieldSelector, LabelSelector } from "./internal/simulator/labelSelector.ts"
-import {
-  isEmptySelection,
-  matchesFields,
-  matchesLabels,
-  parseFieldSelector,
-  parseLabelSelector
-} from "./internal/simulator/labelSelector.ts"
+import { isEmptySelection, matchesFields, matchesLabels } from "./internal/simulator/labelSelector.ts"
 import type { KubeObject, StoreEvent, WriteContext } from "./internal/simulator/objectStore.ts"
 import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/simulator/objectStore.ts"
+import type { Selectors } from "./internal/simulator/requests.ts"
+import {
+  badRequest,
+  decodeContinue,
+  encodeContinue,
+  expired,
+  inconsistentContinue,
+  listRequestOf,
+  parseResourceVersion,
+  queryBool,
+  tooLarge,
+  unauthorized,
+  watchRequestOf
+} from "./internal/simulator/requests.ts"
 import * as KubeConfig from "./KubeConfig.ts"
 import type { KubeResource } from "./KubeResource.ts"
 import * as KubeResourceModule from "./KubeResource.ts"
@@ -274,100 +281,6 @@ const jsonResponse = (status: number, body: string, headers?: Record<string, str
 const statusResponse = (status: FailureStatus, headers?: Record<string, string>) =>
   jsonResponse(status.code, encodeStatus(status), headers)
 
-/** client-go's bool query conversion: absent is false; `0`, `f`, `false` (any case) are false; else true. */
-const queryBool = (query: URLSearchParams, name: string): boolean | undefined => {
-  const value = query.get(name)
-  if (value === null) return undefined
-  return !(value === "0" || value.toLowerCase() === "f" || value.toLowerCase() === "false")
-}
-
-const badRequest = (message: string): FailureStatus => ({ code: 400, reason: "BadRequest", message })
-
-const expired = (message: string, continueToken?: string): FailureStatus => ({
-  code: 410,
-  reason: "Expired",
-  message,
-  ...(continueToken === undefined ? {} : { continue: continueToken })
-})
-
-const tooLarge = (requested: string, current: number): FailureStatus => ({
-  code: 504,
-  reason: "Timeout",
-  message: `Timeout: Too large resource version: ${requested}, current: ${current}`,
-  details: {
-    causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
-    retryAfterSeconds: 1
-  }
-})
-
-const unauthorized: FailureStatus = { code: 401, reason: "Unauthorized", message: "Unauthorized" }
-
-const inconsistentContinue =
-  "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
-
-/** `ListOptions.meta.k8s.io "" is invalid: ...`, the apiserver's 422 for contradictory options. */
-const invalidListOptions = (
-  errors: ReadonlyArray<
-    { readonly field: string; readonly kind: "Forbidden" | "Unsupported value"; readonly detail: string }
-  >
-): FailureStatus => {
-  const described = errors.map((e) => `${e.field}: ${e.kind}: ${e.detail}`)
-  return {
-    code: 422,
-    reason: "Invalid",
-    message: `ListOptions.meta.k8s.io "" is invalid: ${
-      described.length === 1 ? described[0] : `[${described.join(", ")}]`
-    }`,
-    details: {
-      group: "meta.k8s.io",
-      kind: "ListOptions",
-      causes: errors.map((e) => ({
-        reason: e.kind === "Forbidden" ? "FieldValueForbidden" : "FieldValueNotSupported",
-        message: `${e.kind}: ${e.detail}`,
-        field: e.field
-      }))
-    }
-  }
-}
-
-interface ContinueToken {
-  readonly rv: number
-  readonly start: string
-}
-
-/** The apiserver's token: base64url (no padding) of `{"v":"meta.k8s.io/v1","rv":N,"start":"key\u0000"}`. */
-const encodeContinue = (rv: number, start: string): string =>
-  Buffer.from(JSON.stringify({ v: "meta.k8s.io/v1", rv, start })).toString("base64url")
-
-const decodeContinue = (token: string): Either.Either<ContinueToken, string> => {
-  try {
-    const decoded: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"))
-    if (typeof decoded !== "object" || decoded === null) {
-      return Either.left("continue key is not valid: not a JSON object")
-    }
-    const { v, rv, start } = decoded as Record<string, unknown>
-    if (v !== "meta.k8s.io/v1") return Either.left("continue key is not valid: server does not recognize this encoding")
-    if (typeof rv !== "number" || !Number.isInteger(rv) || (rv < 0 && rv !== -1)) {
-      return Either.left("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
-    }
-    if (typeof start !== "string" || start === "") {
-      return Either.left("continue key is not valid: encoded start key empty")
-    }
-    return Either.right({ rv, start })
-  } catch {
-    return Either.left("continue key is not valid: illegal base64 data or JSON")
-  }
-}
-
-const parseResourceVersion = (value: string): number | undefined => (/^[0-9]+$/.test(value) ? Number(value) : undefined)
-
-const parseInteger = (value: string | null, name: string): Either.Either<number | undefined, FailureStatus> => {
-  if (value === null || value === "") return Either.right(undefined)
-  return /^-?[0-9]+$/.test(value)
-    ? Either.right(Number(value))
-    : Either.left(badRequest(`${name}: Invalid value: "${value}": must be an integer`))
-}
-
 const badGatewayHtml =
   "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n"
 
@@ -562,74 +475,16 @@ const make = (options: Options) =>
     const objectResponse = (status: number) => (result: Either.Either<KubeObject, FailureStatus>) =>
       Either.isLeft(result) ? statusResponse(result.left) : jsonResponse(status, encodeUnstructured(result.right))
 
-    const parseSelectors = (
-      query: URLSearchParams
-    ): Either.Either<{ readonly labels: LabelSelector; readonly fields: FieldSelector }, FailureStatus> => {
-      const labels = parseLabelSelector(query.get("labelSelector") ?? "")
-      if (Either.isLeft(labels)) return Either.left(badRequest(labels.left.message))
-      const fields = parseFieldSelector(query.get("fieldSelector") ?? "")
-      if (Either.isLeft(fields)) return Either.left(badRequest(fields.left.message))
-      return Either.right({ labels: labels.right, fields: fields.right })
-    }
-
-    const selects = (
-      ctx: RequestContext,
-      selectors: { readonly labels: LabelSelector; readonly fields: FieldSelector }
-    ) =>
-    (object: KubeObject): boolean =>
+    const selects = (ctx: RequestContext, selectors: Selectors) => (object: KubeObject): boolean =>
       (ctx.namespace === undefined || namespaceOf(object) === ctx.namespace) &&
       matchesLabels(selectors.labels, labelsOf(object)) &&
       matchesFields(selectors.fields, nameOf(object), namespaceOf(object))
 
     const serveList = (ctx: RequestContext) =>
       Effect.sync(() => {
-        const q = ctx.query
-        const rvParam = q.get("resourceVersion") ?? ""
-        const match = q.get("resourceVersionMatch") ?? ""
-        const continueParam = q.get("continue") ?? ""
-        const problems: Array<{ field: string; kind: "Forbidden" | "Unsupported value"; detail: string }> = []
-        if (match !== "") {
-          if (rvParam === "") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Forbidden",
-              detail: "resourceVersionMatch is forbidden unless resourceVersion is provided"
-            })
-          }
-          if (continueParam !== "") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Forbidden",
-              detail: "resourceVersionMatch is forbidden when continue is provided"
-            })
-          }
-          if (match === "Exact" && rvParam === "0") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Forbidden",
-              detail: "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
-            })
-          } else if (match !== "Exact" && match !== "NotOlderThan") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Unsupported value",
-              detail: `"${match}": supported values: "Exact", "NotOlderThan", ""`
-            })
-          }
-        }
-        if (q.get("sendInitialEvents") !== null) {
-          problems.push({
-            field: "sendInitialEvents",
-            kind: "Forbidden",
-            detail: "sendInitialEvents is forbidden for list"
-          })
-        }
-        if (problems.length > 0) return statusResponse(invalidListOptions(problems))
-        const selectors = parseSelectors(q)
-        if (Either.isLeft(selectors)) return statusResponse(selectors.left)
-        const limitParsed = parseInteger(q.get("limit"), "limit")
-        if (Either.isLeft(limitParsed)) return statusResponse(limitParsed.left)
-        const limit = limitParsed.right !== undefined && limitParsed.right > 0 ? limitParsed.right : undefined
+        const request = listRequestOf(ctx.query)
+        if (Either.isLeft(request)) return statusResponse(request.left)
+        const { continueToken: continueParam, limit, match, resourceVersion: rvParam, selectors } = request.right
 
         let snapshotRv: number
         let items: Array<[string, KubeObject]>
@@ -673,7 +528,7 @@ const make = (options: Options) =>
           }
         }
 
-        const keep = selects(ctx, selectors.right)
+        const keep = selects(ctx, selectors)
         // The continue token's start key is relative to the list's prefix, as etcd keys are.
         const relativeKey = (key: string, object: KubeObject) => (ctx.namespace === undefined ? key : nameOf(object))
         const selected = items.filter(([key, object]) => keep(object) && relativeKey(key, object) >= start)
@@ -689,7 +544,7 @@ const make = (options: Options) =>
           items.some(([key, object]) => inRange(object) && relativeKey(key, object) > lastKey)
         if (moreKeys && lastKey !== undefined) {
           metadata.continue = encodeContinue(snapshotRv, `${lastKey}\u0000`)
-          if (isEmptySelection(selectors.right.labels, selectors.right.fields)) metadata.remainingItemCount = remaining
+          if (isEmptySelection(selectors.labels, selectors.fields)) metadata.remainingItemCount = remaining
         }
         return jsonResponse(
           200,
@@ -699,63 +554,12 @@ const make = (options: Options) =>
 
     const serveWatch = (ctx: RequestContext) =>
       Effect.gen(function*() {
-        const q = ctx.query
-        const rvParam = q.get("resourceVersion") ?? ""
-        const match = q.get("resourceVersionMatch") ?? ""
-        const sendInitialEvents = queryBool(q, "sendInitialEvents")
-        const allowBookmarks = queryBool(q, "allowWatchBookmarks") === true
-        const problems: Array<{ field: string; kind: "Forbidden" | "Unsupported value"; detail: string }> = []
-        if (sendInitialEvents !== undefined) {
-          if (match !== "NotOlderThan") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Forbidden",
-              detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
-            })
-          }
-          if (!allowBookmarks) {
-            problems.push({
-              field: "allowWatchBookmarks",
-              kind: "Forbidden",
-              detail: "sendInitialEvents requires setting allowWatchBookmarks to true"
-            })
-          }
-        }
-        if (match !== "") {
-          if (sendInitialEvents === undefined) {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Forbidden",
-              detail: "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
-            })
-          }
-          if (match !== "NotOlderThan") {
-            problems.push({
-              field: "resourceVersionMatch",
-              kind: "Unsupported value",
-              detail: `"${match}": supported values: "NotOlderThan"`
-            })
-          }
-        }
-        if (problems.length > 0) return statusResponse(invalidListOptions(problems))
-        const selectors = parseSelectors(q)
-        if (Either.isLeft(selectors)) return statusResponse(selectors.left)
-        const timeoutParsed = parseInteger(q.get("timeoutSeconds"), "timeoutSeconds")
-        if (Either.isLeft(timeoutParsed)) return statusResponse(timeoutParsed.left)
-        const asked = rvParam === "" ? 0 : parseResourceVersion(rvParam)
-        if (asked === undefined) return statusResponse(badRequest(`invalid resource version: "${rvParam}"`))
+        const request = watchRequestOf(ctx.query)
+        if (Either.isLeft(request)) return statusResponse(request.left)
+        const { allowBookmarks, asked, mode, selectors } = request.right
         // The apiserver's default: a random time between its minimum request timeout and twice that.
-        const timeoutSeconds = timeoutParsed.right !== undefined && timeoutParsed.right > 0
-          ? timeoutParsed.right
-          : yield* Random.nextIntBetween(1800, 3600)
-
-        // `initial`: ADDED for every object now, then what follows; `from`: what follows `asked`.
-        const mode: "initial" | "initialWithBookmark" | "from" = sendInitialEvents === true
-          ? "initialWithBookmark"
-          : sendInitialEvents === false || asked !== 0
-          ? "from"
-          : "initial"
-        const keep = selects(ctx, selectors.right)
+        const timeoutSeconds = request.right.timeoutSeconds ?? (yield* Random.nextIntBetween(1800, 3600))
+        const keep = selects(ctx, selectors)
         const nodeResponse = NodeHttpServerRequest.toServerResponse(ctx.request)
 
         const convert = (event: StoreEvent): string | undefined => {
