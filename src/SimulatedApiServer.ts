@@ -33,16 +33,14 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import type { FailureStatus } from "./internal/simulator/kubeJson.ts"
 import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/simulator/kubeJson.ts"
-import { isEmptySelection, matchesFields, matchesLabels } from "./internal/simulator/labelSelector.ts"
+import { matchesFields, matchesLabels } from "./internal/simulator/labelSelector.ts"
+import { listAnswer } from "./internal/simulator/listAnswer.ts"
 import type { KubeObject, StoreEvent, WriteContext } from "./internal/simulator/objectStore.ts"
 import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/simulator/objectStore.ts"
 import type { Selectors } from "./internal/simulator/requests.ts"
 import {
   badRequest,
-  decodeContinue,
-  encodeContinue,
   expired,
-  inconsistentContinue,
   listRequestOf,
   parseResourceVersion,
   queryBool,
@@ -482,74 +480,11 @@ const make = (options: Options) =>
 
     const serveList = (ctx: RequestContext) =>
       Effect.sync(() => {
-        const request = listRequestOf(ctx.query)
-        if (Either.isLeft(request)) return statusResponse(request.left)
-        const { continueToken: continueParam, limit, match, resourceVersion: rvParam, selectors } = request.right
-
-        let snapshotRv: number
-        let items: Array<[string, KubeObject]>
-        let start = ""
-        if (continueParam !== "") {
-          if (rvParam !== "" && rvParam !== "0") {
-            return statusResponse(badRequest("specifying resource version is not allowed when using continue"))
-          }
-          const token = decodeContinue(continueParam)
-          if (Either.isLeft(token)) return statusResponse(badRequest(`invalid continue token: ${token.left}`))
-          start = token.right.start
-          if (token.right.rv === -1) {
-            // The inconsistent continuation the 410 below offers: the rest, as it is now.
-            snapshotRv = store.resourceVersion
-            items = store.current()
-          } else {
-            const snapshot = store.snapshotAt(token.right.rv)
-            if (snapshot === undefined) return statusResponse(expired(inconsistentContinue, encodeContinue(-1, start)))
-            snapshotRv = Math.min(token.right.rv, store.resourceVersion)
-            items = snapshot
-          }
-        } else if (rvParam === "" || rvParam === "0") {
-          snapshotRv = store.resourceVersion
-          items = store.current()
-        } else {
-          const asked = parseResourceVersion(rvParam)
-          if (asked === undefined) return statusResponse(badRequest(`invalid resource version: "${rvParam}"`))
-          if (asked > store.resourceVersion) return statusResponse(tooLarge(rvParam, store.resourceVersion))
-          // With a limit and no match, a resourceVersion is exact (the legacy paging semantics).
-          const exact = match === "Exact" || (match === "" && limit !== undefined)
-          if (exact) {
-            const snapshot = store.snapshotAt(asked)
-            if (snapshot === undefined) {
-              return statusResponse(expired("The resourceVersion for the provided list is too old."))
-            }
-            snapshotRv = asked
-            items = snapshot
-          } else {
-            snapshotRv = store.resourceVersion
-            items = store.current()
-          }
-        }
-
-        const keep = selects(ctx, selectors)
-        // The continue token's start key is relative to the list's prefix, as etcd keys are.
-        const relativeKey = (key: string, object: KubeObject) => (ctx.namespace === undefined ? key : nameOf(object))
-        const selected = items.filter(([key, object]) => keep(object) && relativeKey(key, object) >= start)
-        const page = limit === undefined ? selected : selected.slice(0, limit)
-        const remaining = selected.length - page.length
-        const metadata: Record<string, unknown> = { continue: "", resourceVersion: String(snapshotRv) }
-        const last = page[page.length - 1]
-        const lastKey = last === undefined ? undefined : relativeKey(last[0], last[1])
-        // etcd pages keys, not matches: a full page is followed by a token whenever any key of the
-        // list's range (selected or not) comes after it, so a selector can end in an empty page.
-        const inRange = (object: KubeObject) => ctx.namespace === undefined || namespaceOf(object) === ctx.namespace
-        const moreKeys = limit !== undefined && page.length === limit && lastKey !== undefined &&
-          items.some(([key, object]) => inRange(object) && relativeKey(key, object) > lastKey)
-        if (moreKeys && lastKey !== undefined) {
-          metadata.continue = encodeContinue(snapshotRv, `${lastKey}\u0000`)
-          if (isEmptySelection(selectors.labels, selectors.fields)) metadata.remainingItemCount = remaining
-        }
-        return jsonResponse(
-          200,
-          encodeUnstructured({ apiVersion, items: page.map(([, object]) => object), kind: `${kind}List`, metadata })
+        const answer = Either.flatMap(
+          listRequestOf(ctx.query),
+          (request) => listAnswer(store, { apiVersion, kind }, ctx.namespace, request, selects(ctx, request.selectors))
         )
+        return Either.isLeft(answer) ? statusResponse(answer.left) : jsonResponse(200, encodeUnstructured(answer.right))
       })
 
     const serveWatch = (ctx: RequestContext) =>
