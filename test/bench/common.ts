@@ -202,3 +202,69 @@ export const window = (() => {
     }
   }
 })()
+
+/** What a plain client (the floor, client-node) offers the shared measurements below. */
+type Reached = (
+  target: { readonly name: string; readonly resourceVersion: string },
+  also?: (object: { readonly metadata: { readonly resourceVersion: string } }) => void
+) => Promise<void>
+
+/**
+ * The throughput and fan-out measurement of a plain client: `events` events after `go`, until the
+ * last one (`target`) is cached. Events per second and CPU µs per event.
+ */
+export const measureEvents = async (
+  p: { readonly url: string; readonly namespace: string },
+  events: number,
+  target: { readonly name: string; readonly resourceVersion: string },
+  reached: Reached
+) => {
+  const done = reached(target)
+  await window.start()
+  const t0 = now()
+  const c0 = cpuMs()
+  await go(p.url, p.namespace)
+  await done
+  await window.stop()
+  const ms = now() - t0
+  const cpu = cpuMs() - c0
+  return { figures: { ms, eventsPerSec: (events / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / events } }
+}
+
+/**
+ * The reconnect storm of a plain client: `storm` resumes after `go`, until the last event
+ * (`target`) is cached; resumes per second, CPU per resume, and what the heap kept (from a tenth of
+ * the way, after the JIT has warmed up).
+ */
+export const measureStorm = async (
+  p: { readonly url: string; readonly namespace: string },
+  shape: { readonly storm: number; readonly n: number },
+  target: { readonly name: string; readonly resourceVersion: string },
+  reached: Reached
+) => {
+  let newest = 0
+  const done = reached(target, (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion))))
+  const before = await settledHeap()
+  const codeBefore = codeSpaceBytes()
+  await window.start()
+  const t0 = now()
+  const c0 = cpuMs()
+  await go(p.url, p.namespace)
+  const warm = Math.ceil(shape.storm / 10)
+  const partWay = await heapPartWay(() => newest, shape.n + warm)
+  await done
+  await window.stop()
+  const ms = now() - t0
+  const cpu = cpuMs() - c0
+  const after = await settledHeap()
+  const codeAfter = codeSpaceBytes()
+  await snapshotIfAsked("after")
+  return {
+    figures: {
+      ms,
+      reconnectsPerSec: (shape.storm / ms) * 1000,
+      cpuMsPerResume: cpu / shape.storm,
+      ...stormHeapFigures(before, partWay, after, shape.storm - warm, { before: codeBefore, after: codeAfter })
+    }
+  }
+}

@@ -8,18 +8,17 @@
  * specifier so the root's type check does not need that folder installed.
  */
 import {
-  codeSpaceBytes,
   cpuMs,
   gcWatch,
   go,
-  heapPartWay,
   hrtimeNs,
   latencyFigures,
+  measureEvents,
+  measureStorm,
   now,
   sentNs,
   settledHeap,
   snapshotIfAsked,
-  stormHeapFigures,
   window
 } from "../common.ts"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
@@ -127,48 +126,10 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
         hot ? Salt.hot : Salt.throughput,
         shape.n
       )
-      const done = reached(target)
-      await window.start()
-      const t0 = now()
-      const c0 = cpuMs()
-      await go(p.url, p.namespace)
-      await done
-      await window.stop()
-      const ms = now() - t0
-      const cpu = cpuMs() - c0
-      return { figures: { ms, eventsPerSec: (shape.m / ms) * 1000, cpuUsPerEvent: (cpu * 1000) / shape.m } }
+      return measureEvents(p, shape.m, target, reached)
     }
-    case "storm": {
-      const target = finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n)
-      let newest = 0
-      const done = reached(
-        target,
-        (object) => void (newest = Math.max(newest, Number(object.metadata.resourceVersion)))
-      )
-      const before = await settledHeap()
-      const codeBefore = codeSpaceBytes()
-      await window.start()
-      const t0 = now()
-      const c0 = cpuMs()
-      await go(p.url, p.namespace)
-      const warm = Math.ceil(shape.storm / 10)
-      const partWay = await heapPartWay(() => newest, shape.n + warm)
-      await done
-      await window.stop()
-      const ms = now() - t0
-      const cpu = cpuMs() - c0
-      const after = await settledHeap()
-      const codeAfter = codeSpaceBytes()
-      await snapshotIfAsked("after")
-      return {
-        figures: {
-          ms,
-          reconnectsPerSec: (shape.storm / ms) * 1000,
-          cpuMsPerResume: cpu / shape.storm,
-          ...stormHeapFigures(before, partWay, after, shape.storm - warm, { before: codeBefore, after: codeAfter })
-        }
-      }
-    }
+    case "storm":
+      return measureStorm(p, shape, finalEvent(shape.storm, Math.min(shape.hot, shape.n), Salt.storm, shape.n), reached)
     case "lat": {
       const samples: Array<number> = []
       const target = finalEvent(shape.latencyEvents, Math.min(shape.hot, shape.n), Salt.latency, shape.n)
