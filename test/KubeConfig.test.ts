@@ -69,13 +69,21 @@ const run = <A, E>(
   effect: Effect.Effect<A, E, FileSystem.FileSystem | Path.Path | CommandExecutor.CommandExecutor | Scope.Scope>
 ) => effect.pipe(Effect.provide(NodeContext.layer))
 
+/** A test body given a fresh temporary directory `t` (and nothing of the real machine), run on Node's platform. */
+const inSandbox = <A, E>(
+  body: (
+    t: Effect.Effect.Success<typeof sandbox>
+  ) => Effect.Effect<A, E, FileSystem.FileSystem | Path.Path | CommandExecutor.CommandExecutor | Scope.Scope>
+) =>
+() => run(Effect.flatMap(sandbox, body))
+
 const simpleCluster = (server: string) => ({ server })
 
 describe("KubeConfig.resolve: where the configuration comes from", () => {
-  it.scoped("merges the KUBECONFIG files, the first to name an entry or a current-context winning", () =>
-    run(
+  it.scoped(
+    "merges the KUBECONFIG files, the first to name an entry or a current-context winning",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const a = yield* t.write(
           "a/config",
           kubeconfig({
@@ -119,12 +127,13 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
         expect(mixed.server).toBe("https://a.example:6443")
         expect(yield* header(mixed)).toEqual(Option.some("Bearer token-b"))
       })
-    ))
+    )
+  )
 
-  it.scoped("takes an explicit path over KUBECONFIG, and refuses an explicit path that does not exist", () =>
-    run(
+  it.scoped(
+    "takes an explicit path over KUBECONFIG, and refuses an explicit path that does not exist",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const fromEnv = yield* t.write(
           "env/config",
           kubeconfig({
@@ -152,12 +161,13 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
         expect(error._tag).toBe("KubeConfigError")
         expect(error.message).toBe(`kubeconfig ${t.at("nope/config")}: does not exist`)
       })
-    ))
+    )
+  )
 
-  it.scoped("falls back to ~/.kube/config when KUBECONFIG is not set, before in-cluster", () =>
-    run(
+  it.scoped(
+    "falls back to ~/.kube/config when KUBECONFIG is not set, before in-cluster",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         yield* t.write(
           "home/.kube/config",
           kubeconfig({
@@ -182,12 +192,13 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
           "in-cluster (KUBERNETES_SERVICE_HOST is not set)"
         ])
       })
-    ))
+    )
+  )
 
-  it.scoped("says where it looked when there is no configuration anywhere", () =>
-    run(
+  it.scoped(
+    "says where it looked when there is no configuration anywhere",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const error = yield* Effect.flip(KubeConfig.resolve(t.isolated))
         expect(error._tag).toBe("KubeConfigNotFound")
         if (error._tag !== "KubeConfigNotFound") return
@@ -216,7 +227,8 @@ describe("KubeConfig.resolve: where the configuration comes from", () => {
           `in-cluster (10.0.0.1:443 is set, but ${t.at("no-service-account/token")} does not exist)`
         ])
       })
-    ))
+    )
+  )
 })
 
 describe("KubeConfig.resolve: contexts, clusters, users", () => {
@@ -226,10 +238,10 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
     contexts: { "kind-kind": { cluster: "kind" }, dev: { cluster: "dev", namespace: "dev-ns" } }
   })
 
-  it.scoped("selects the asked context, and names the ones there are when it is missing", () =>
-    run(
+  it.scoped(
+    "selects the asked context, and names the ones there are when it is missing",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* t.write("config", twoContexts)
         expect((yield* KubeConfig.resolve({ ...t.isolated, path: file })).server).toBe("https://127.0.0.1:6443")
         const dev = yield* KubeConfig.resolve({ ...t.isolated, path: file, context: "dev" })
@@ -245,12 +257,13 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         expect(missing.message).toBe(`kubeconfig ${file}: context "prod" not found (contexts: kind-kind, dev)`)
         expect(missing.file).toEqual(Option.some(file))
       })
-    ))
+    )
+  )
 
-  it.scoped("names the missing cluster, user, server and current-context", () =>
-    run(
+  it.scoped(
+    "names the missing cluster, user, server and current-context",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* t.write(
           "config",
           kubeconfig({
@@ -277,12 +290,13 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         )
         expect(yield* message("no-server")).toBe(`kubeconfig ${file}: cluster "empty" has no server`)
       })
-    ))
+    )
+  )
 
-  it.scoped("reads CA, client certificate and key from -data fields and from files; -data wins", () =>
-    run(
+  it.scoped(
+    "reads CA, client certificate and key from -data fields and from files; -data wins",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* t.write(
           "config",
           kubeconfig({
@@ -326,12 +340,13 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
         expect(both.tls.ca).toEqual(Option.some(CA_PEM.replace("Zml4dHVyZS1jYQ==", "ZGF0YS13aW5z")))
         expect(both.tls.clientKey).toEqual(Option.none())
       })
-    ))
+    )
+  )
 
-  it.scoped("resolves relative paths against the kubeconfig that named them", () =>
-    run(
+  it.scoped(
+    "resolves relative paths against the kubeconfig that named them",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         // A checked-in file whose paths are all relative (../pki/ca.pem, token); the cwd is elsewhere.
         const nested = yield* KubeConfig.resolve({ ...t.isolated, path: `${fixtures}nested/config` })
         expect(nested.tls.ca).toEqual(Option.some(CA_PEM))
@@ -369,12 +384,13 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
           } cannot be read: ENOENT (no such file)`
         )
       })
-    ))
+    )
+  )
 
-  it.scoped("skips TLS verification only when the kubeconfig says insecure-skip-tls-verify: true", () =>
-    run(
+  it.scoped(
+    "skips TLS verification only when the kubeconfig says insecure-skip-tls-verify: true",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* t.write(
           "config",
           kubeconfig({
@@ -406,12 +422,13 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
           `kubeconfig ${file}: cluster "contradiction": insecure-skip-tls-verify is set together with a certificate authority; remove one of them`
         )
       })
-    ))
+    )
+  )
 
-  it.scoped("reports broken YAML by line, and a wrong shape by entry, naming the file", () =>
-    run(
+  it.scoped(
+    "reports broken YAML by line, and a wrong shape by entry, naming the file",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const broken = `${fixtures}broken.yaml`
         const error = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, path: broken }))
         expect(error._tag).toBe("KubeConfigError")
@@ -439,14 +456,15 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
             "user \"u\": exec.command is required"
         )
       })
-    ))
+    )
+  )
 })
 
 describe("KubeConfig: credentials that change", () => {
-  it.scoped("re-reads a tokenFile once a minute (by the Clock) and at once after invalidate", () =>
-    run(
+  it.scoped(
+    "re-reads a tokenFile once a minute (by the Clock) and at once after invalidate",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const tokenFile = yield* t.write("token", "first\n")
         const file = yield* t.write(
           "config",
@@ -482,7 +500,8 @@ describe("KubeConfig: credentials that change", () => {
           `kubeconfig ${file}: user "u": tokenFile ${tokenFile} cannot be read: ENOENT (no such file)`
         )
       })
-    ))
+    )
+  )
 
   const execConfig = (
     t: Effect.Effect.Success<typeof sandbox>,
@@ -510,10 +529,10 @@ describe("KubeConfig: credentials that change", () => {
       })
     )
 
-  it.scoped("runs a v1 exec plugin once, keeps its token until expirationTimestamp, then runs it again", () =>
-    run(
+  it.scoped(
+    "runs a v1 exec plugin once, keeps its token until expirationTimestamp, then runs it again",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* execConfig(
           t,
           { apiVersion: "client.authentication.k8s.io/v1", interactiveMode: "Never" },
@@ -538,12 +557,13 @@ describe("KubeConfig: credentials that change", () => {
         yield* connection.invalidate
         expect(yield* header(connection)).toEqual(Option.some("Bearer exec-token-3"))
       })
-    ))
+    )
+  )
 
-  it.scoped("keeps a v1beta1 token without expiry until invalidated, and passes the cluster when asked", () =>
-    run(
+  it.scoped(
+    "keeps a v1beta1 token without expiry until invalidated, and passes the cluster when asked",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const file = yield* execConfig(
           t,
           { apiVersion: "client.authentication.k8s.io/v1beta1", provideClusterInfo: true },
@@ -567,12 +587,13 @@ describe("KubeConfig: credentials that change", () => {
           }
         })
       })
-    ))
+    )
+  )
 
-  it.scoped("says which plugin failed, with its exit code and a shortened stderr, never its stdout", () =>
-    run(
+  it.scoped(
+    "says which plugin failed, with its exit code and a shortened stderr, never its stdout",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const failing = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, { PLUGIN_MODE: "fail" })
         const connection = yield* KubeConfig.resolve({ ...t.isolated, path: failing })
         const error = yield* Effect.flip(connection.authorization)
@@ -625,14 +646,15 @@ describe("KubeConfig: credentials that change", () => {
             "(use client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1)"
         )
       })
-    ))
+    )
+  )
 })
 
 describe("KubeConfig: in-cluster", () => {
-  it.scoped("reads the service account, and its rotated token only after a minute or after invalidate", () =>
-    run(
+  it.scoped(
+    "reads the service account, and its rotated token only after a minute or after invalidate",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         yield* t.write("sa/token", "sa-token-1\n")
         yield* t.write("sa/ca.crt", CA_PEM)
         yield* t.write("sa/namespace", "team-a\n")
@@ -655,12 +677,13 @@ describe("KubeConfig: in-cluster", () => {
         yield* connection.invalidate
         expect(yield* header(connection)).toEqual(Option.some("Bearer sa-token-3"))
       })
-    ))
+    )
+  )
 
-  it.scoped("layerInCluster: IPv6 host, POD_NAMESPACE, and not-found outside a pod", () =>
-    run(
+  it.scoped(
+    "layerInCluster: IPv6 host, POD_NAMESPACE, and not-found outside a pod",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         yield* t.write("sa/token", "v6-token")
         const env = { KUBERNETES_SERVICE_HOST: "fd00::1", KUBERNETES_SERVICE_PORT: "6443", POD_NAMESPACE: "from-env" }
         const connection = yield* Effect.provide(
@@ -676,14 +699,15 @@ describe("KubeConfig: in-cluster", () => {
         expect(error._tag).toBe("KubeConfigNotFound")
         expect(error.message).toContain("in-cluster (KUBERNETES_SERVICE_PORT is not set)")
       })
-    ))
+    )
+  )
 })
 
 describe("KubeConfig: secrets", () => {
-  it.scoped("no token, key or exec output appears in an error message or a log line", () =>
-    run(
+  it.scoped(
+    "no token, key or exec output appears in an error message or a log line",
+    inSandbox((t) =>
       Effect.gen(function*() {
-        const t = yield* sandbox
         const logs: Array<string> = []
         const capture = Logger.make((options) => {
           logs.push(Logger.logfmtLogger.log(options))
@@ -803,5 +827,6 @@ describe("KubeConfig: secrets", () => {
           for (const secret of secrets) expect(text).not.toContain(secret)
         }
       })
-    ))
+    )
+  )
 })
