@@ -27,6 +27,7 @@ import {
 } from "effect"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
+import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
@@ -359,6 +360,12 @@ const watchLines = <A extends HasMetadata>(
   }
 }
 
+/** A body's text, without its managedFields when `cuts`; a leading byte-order mark skipped, as a decoder does. */
+const decodeBody = (bytes: Buffer, cuts: boolean): string => {
+  const start = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0
+  return cuts ? decodeWithoutManagedFields(bytes, start, bytes.length) : bytes.toString("utf8", start, bytes.length)
+}
+
 /** A list answer to a `ListPage`, each item through the caller's schema. */
 const toListPage = <A extends HasMetadata>(
   text: string,
@@ -520,6 +527,19 @@ const makeService = (
       return yield* Effect.fail(error)
     })
 
+  /** A whole body's bytes, under the body deadline. */
+  const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
+    Effect.mapError(
+      sent.response.arrayBuffer,
+      (error) => bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+    ).pipe(
+      Effect.map((buffer) => Buffer.from(buffer)),
+      Effect.timeoutFail({
+        duration: bodyTimeout,
+        onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+      })
+    )
+
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
     Effect.mapError(
       sent.response.text,
@@ -559,12 +579,17 @@ const makeService = (
   const listPage = <A extends HasMetadata>(
     resource: KubeResource,
     decode: Decode<A>,
+    cuts: boolean,
     options: ListOptions
   ): Effect.Effect<ListPage<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
     return Effect.flatMap(
       send("GET", path),
-      (sent) => Effect.flatMap(readText("GET", path, sent), (text) => toListPage(text, decode, path, sent.secret))
+      (sent) =>
+        Effect.flatMap(
+          readBody("GET", path, sent),
+          (bytes) => toListPage(decodeBody(bytes, cuts), decode, path, sent.secret)
+        )
     )
   }
 
@@ -573,7 +598,7 @@ const makeService = (
     schema: Schema.Schema<A, I>,
     options: ListOptions = {}
   ): Effect.Effect<ListPage<A>, KubeClientError> =>
-    Effect.withSpan(listPage(resource, decoderFor(schema), options), "KubeClient.list", {
+    Effect.withSpan(listPage(resource, decoderFor(schema), cutsFor(schema), options), "KubeClient.list", {
       attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
     })
 
@@ -583,6 +608,7 @@ const makeService = (
     options: Omit<ListOptions, "continue"> = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
     const decode = decoderFor(schema)
+    const cuts = cutsFor(schema)
     const attempt = (
       first: Omit<ListOptions, "continue">,
       restarts: number
@@ -595,7 +621,7 @@ const makeService = (
         let token: string | undefined = undefined
         while (true) {
           const page: Either.Either<ListPage<A>, KubeClientError> = yield* Effect.either(
-            listPage(resource, decode, token === undefined ? first : { ...first, continue: token })
+            listPage(resource, decode, cuts, token === undefined ? first : { ...first, continue: token })
           )
           if (page._tag === "Left") {
             // The continue token outlived the server's compaction window. As client-go's pager
@@ -628,6 +654,8 @@ const makeService = (
   ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
     const decode = decoderFor(schema)
+    // Lines are decoded without their managedFields, unless the schema reads them.
+    const decodeLine = cutsFor(schema) ? decodeWithoutManagedFields : undefined
     // The span lives as long as the stream's scope. (`Stream.withSpan` would provide it afresh to
     // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
     return Stream.unwrapScoped(
@@ -641,7 +669,7 @@ const makeService = (
           Stream.mapError((error) =>
             bodyBroke({ method: "GET", path, server, cause: error.cause ?? error.reason, secret: sent.secret })
           ),
-          decodeLines(maxLineBytes, watchLines(decode, path, sent.secret))
+          decodeLines(maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
         )
       })
     )

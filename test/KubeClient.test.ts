@@ -16,6 +16,7 @@ import {
   Queue,
   Redacted,
   Ref,
+  Schema,
   Stream,
   TestClock,
   Tracer
@@ -739,6 +740,46 @@ describe("KubeClient.watch", () => {
       expect(events).toEqual([])
       expect(KubeError.isForbidden(error)).toBe(true)
       expect(expectStatusError(error).path).toBe(`${Collection}?watch=1`)
+    }))
+
+  it.scoped("drops metadata.managedFields unread, keeps a label of that name, and gives it to a schema that reads it", () =>
+    Effect.gen(function*() {
+      const object = {
+        apiVersion: "jr2.dev/v1alpha1",
+        kind: "Sandbox",
+        metadata: {
+          name: "a",
+          namespace: "ns",
+          resourceVersion: "7",
+          labels: { managedFields: "[x]" },
+          managedFields: [{ manager: "kubectl", fieldsV1: { "f:metadata": {} } }]
+        },
+        status: { phase: "Ready" }
+      }
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(line({ type: "MODIFIED", object }) + line({ type: "MODIFIED", object }))
+      })
+      const client = yield* clientFor(fx.url)
+      const [sandboxEvent] = Chunk.toArray(
+        yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      )
+      expect(sandboxEvent?.type === "MODIFIED" ? sandboxEvent.object.metadata.labels : undefined).toEqual({
+        managedFields: "[x]"
+      })
+      const Reads = Schema.Struct({
+        metadata: Schema.Struct({
+          name: Schema.String,
+          resourceVersion: Schema.String,
+          managedFields: Schema.Array(Schema.Unknown)
+        })
+      })
+      const [readsEvent] = Chunk.toArray(
+        yield* Stream.runCollect(client.watch(SandboxResource, Reads, { namespace: "ns" }))
+      )
+      expect(readsEvent?.type === "MODIFIED" ? readsEvent.object.metadata.managedFields : undefined).toEqual(
+        object.metadata.managedFields
+      )
     }))
 
   it.scoped("keeps a character split across two network chunks whole (é and an emoji)", () =>

@@ -16,6 +16,8 @@ const NEWLINE = 10
 /** What `LineSplitter.push` ended with. */
 export type PushResult = "ok" | "tooLong" | "stopped"
 
+const utf8 = (bytes: Buffer, start: number, end: number): string => bytes.toString("utf8", start, end)
+
 /** A Buffer over the same memory (no copy), for its fast `toString("utf8", start, end)`. */
 const asBuffer = (bytes: Uint8Array): Buffer =>
   Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
@@ -31,7 +33,14 @@ export class LineSplitter {
   /** A byte-order mark is skipped at the start of a body, as `TextDecoder` would. */
   private atStart = true
 
-  constructor(readonly maxLineBytes: number) {}
+  /**
+   * `decode` turns a complete line's bytes into its text: UTF-8 by default; the watch passes one
+   * that leaves `managedFields` undecoded.
+   */
+  constructor(
+    readonly maxLineBytes: number,
+    private readonly decode: (bytes: Buffer, start: number, end: number) => string = utf8
+  ) {}
 
   /** Bytes held for the line in progress. */
   get bufferedBytes(): number {
@@ -53,7 +62,8 @@ export class LineSplitter {
     if (newline !== -1 && this.pendingBytes > 0) {
       if (this.pendingBytes + newline - start > max) return this.fail()
       this.pending.push(buffer.subarray(start, newline))
-      const line = Buffer.concat(this.pending).toString("utf8")
+      const joined = Buffer.concat(this.pending)
+      const line = this.decode(joined, 0, joined.length)
       this.pending = []
       this.pendingBytes = 0
       if (!onLine(line)) return this.stop()
@@ -62,7 +72,7 @@ export class LineSplitter {
     }
     while (newline !== -1) {
       if (newline - start > max) return this.fail()
-      if (!onLine(buffer.toString("utf8", start, newline))) return this.stop()
+      if (!onLine(this.decode(buffer, start, newline))) return this.stop()
       start = newline + 1
       newline = buffer.indexOf(NEWLINE, start)
     }
@@ -77,7 +87,8 @@ export class LineSplitter {
 
   /** The body ended: whatever followed the last `\n` (`""` when the body ended on a newline). */
   end(): string {
-    const rest = this.pending.length === 0 ? "" : Buffer.concat(this.pending).toString("utf8")
+    const joined = this.pending.length === 0 ? undefined : Buffer.concat(this.pending)
+    const rest = joined === undefined ? "" : this.decode(joined, 0, joined.length)
     this.reset()
     return rest
   }
@@ -119,43 +130,46 @@ export interface LineHandler<A, E> {
  * upstream failure passes through as it is: the line in progress is dropped, never handed on. Items
  * a chunk yielded before a line failed are emitted before the failure.
  */
-export const decodeLines =
-  <A, E>(maxLineBytes: number, handler: LineHandler<A, E>) =>
-  <E2, R>(self: Stream.Stream<Uint8Array, E2, R>): Stream.Stream<A, E | E2, R> =>
-    Stream.pipeThroughChannel(
-      self,
-      Channel.suspend(() => {
-        const splitter = new LineSplitter(maxLineBytes)
-        const emitThen = <X>(
-          out: Array<A>,
-          next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>
-        ) => out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
-        const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> = Channel
-          .readWithCause({
-            onInput: (input: Chunk.Chunk<Uint8Array>) => {
-              const out: Array<A> = []
-              let error: E | undefined = undefined
-              const onLine = (line: string): boolean => {
-                error = handler.onLine(line, out)
-                return error === undefined
-              }
-              for (const bytes of input) {
-                const result = splitter.push(bytes, onLine)
-                if (result === "tooLong") return emitThen(out, Channel.fail(handler.onTooLong(maxLineBytes)))
-                if (result === "stopped") return emitThen(out, Channel.fail(error as E))
-              }
-              return emitThen(out, loop)
-            },
-            onFailure: (cause: Cause.Cause<E2>) => Channel.failCause(cause),
-            onDone: () => {
-              const out: Array<A> = []
-              const error = handler.onEnd(splitter.end(), out)
-              return emitThen(out, error === undefined ? Channel.void : Channel.fail(error))
+export const decodeLines = <A, E>(
+  maxLineBytes: number,
+  handler: LineHandler<A, E>,
+  decodeLine?: (bytes: Buffer, start: number, end: number) => string
+) =>
+<E2, R>(self: Stream.Stream<Uint8Array, E2, R>): Stream.Stream<A, E | E2, R> =>
+  Stream.pipeThroughChannel(
+    self,
+    Channel.suspend(() => {
+      const splitter = new LineSplitter(maxLineBytes, decodeLine)
+      const emitThen = <X>(
+        out: Array<A>,
+        next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>
+      ) => out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
+      const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> = Channel
+        .readWithCause({
+          onInput: (input: Chunk.Chunk<Uint8Array>) => {
+            const out: Array<A> = []
+            let error: E | undefined = undefined
+            const onLine = (line: string): boolean => {
+              error = handler.onLine(line, out)
+              return error === undefined
             }
-          })
-        return loop
-      })
-    )
+            for (const bytes of input) {
+              const result = splitter.push(bytes, onLine)
+              if (result === "tooLong") return emitThen(out, Channel.fail(handler.onTooLong(maxLineBytes)))
+              if (result === "stopped") return emitThen(out, Channel.fail(error as E))
+            }
+            return emitThen(out, loop)
+          },
+          onFailure: (cause: Cause.Cause<E2>) => Channel.failCause(cause),
+          onDone: () => {
+            const out: Array<A> = []
+            const error = handler.onEnd(splitter.end(), out)
+            return emitThen(out, error === undefined ? Channel.void : Channel.fail(error))
+          }
+        })
+      return loop
+    })
+  )
 
 /** A short, single-line rendering of what arrived, for an error a person reads. */
 export const excerpt = (text: string, max = 200): string => {

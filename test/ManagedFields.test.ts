@@ -1,0 +1,136 @@
+/**
+ * The managedFields cut (`src/internal/managedFields.ts`) on hostile inputs: whatever the text, its
+ * parse after the cut is exactly the whole parse minus `metadata.managedFields`, or the text is left
+ * whole.
+ */
+import { FastCheck, Schema } from "effect"
+import { describe, expect, it } from "vitest"
+import { cutsFor, decodeWithoutManagedFields, schemaReads } from "../src/internal/managedFields.ts"
+import { ObjectMeta } from "../src/ObjectMeta.ts"
+import { Sandbox } from "../src/Sandbox.ts"
+
+const managed = [
+  { manager: "kubectl", operation: "Update", fieldsV1: { "f:metadata": { "f:labels": { ".": {}, "f:a": {} } } } },
+  {
+    manager: "op\"erator",
+    fieldsV1: { "f:status": { "f:conditions": { "k:{\"type\":\"Ready\"}": {} } } },
+    note: "]}[{,\\"
+  }
+]
+
+/** What the cut must give: the whole parse with every object's metadata.managedFields deleted. */
+const expected = (text: string): unknown =>
+  JSON.parse(text, function(key, value) {
+    if (key === "metadata" && value !== null && typeof value === "object" && !Array.isArray(value)) {
+      const { managedFields: _dropped, ...rest } = value as Record<string, unknown>
+      return rest
+    }
+    return value
+  })
+
+/** The text as the cut decodes its bytes; the bytes sit inside a larger buffer, as a line in a chunk does. */
+const cut = (text: string): string => {
+  const bytes = Buffer.from(`xx\n${text}\nyy`)
+  return decodeWithoutManagedFields(bytes, 3, bytes.length - 3)
+}
+
+const cutParse = (text: string): unknown => JSON.parse(cut(text))
+
+const rows: ReadonlyArray<{ readonly what: string; readonly object: unknown }> = [
+  {
+    what: "in the middle of metadata",
+    object: { metadata: { name: "a", managedFields: managed, resourceVersion: "5" } }
+  },
+  { what: "first in metadata", object: { metadata: { managedFields: managed, name: "a" } } },
+  {
+    what: "last in metadata",
+    object: { kind: "Sandbox", metadata: { name: "a", managedFields: managed }, status: {} }
+  },
+  { what: "alone in metadata", object: { metadata: { managedFields: managed } } },
+  { what: "an empty array", object: { metadata: { name: "a", managedFields: [] } } },
+  {
+    what: "a label and an annotation named managedFields (string values, kept)",
+    object: {
+      metadata: {
+        labels: { managedFields: "[not, an, array]" },
+        annotations: { managedFields: "[1,2]", "x": "\"managedFields\":[1]" },
+        managedFields: managed
+      }
+    }
+  },
+  {
+    what: "multi-byte characters around it",
+    object: { metadata: { name: "é🙂", managedFields: [{ manager: "naïve—✓" }], annotations: { note: "日本語" } } }
+  },
+  {
+    what: "a watch line",
+    object: {
+      type: "MODIFIED",
+      object: { apiVersion: "jr2.dev/v1alpha1", metadata: { name: "a", managedFields: managed } }
+    }
+  },
+  {
+    what: "a list body, every item",
+    object: {
+      kind: "SandboxList",
+      metadata: { resourceVersion: "9" },
+      items: [1, 2, 3].map((i) => ({ metadata: { name: `s${i}`, managedFields: managed }, status: { phase: "Ready" } }))
+    }
+  },
+  { what: "absent", object: { metadata: { name: "a" }, spec: { repos: [] } } }
+]
+
+describe("decodeWithoutManagedFields", () => {
+  it.each(rows)("$what: exactly the parse without metadata.managedFields", ({ object }) => {
+    const compact = JSON.stringify(object)
+    expect(cutParse(compact)).toEqual(expected(compact))
+    const pretty = JSON.stringify(object, null, 2)
+    expect(cutParse(pretty)).toEqual(expected(pretty))
+  })
+
+  it("leaves a text without the key, or with only a string value of that name, untouched (the same string)", () => {
+    const none = JSON.stringify({ metadata: { name: "é🙂" } })
+    expect(cut(none)).toBe(none)
+    const labelOnly = JSON.stringify({ metadata: { labels: { managedFields: "x" } } })
+    expect(cut(labelOnly)).toBe(labelOnly)
+  })
+
+  it("leaves the text whole when the array does not close (a truncated line)", () => {
+    const truncated = `{"metadata":{"name":"a","managedFields":[{"manager":"x"`
+    expect(cut(truncated)).toBe(truncated)
+  })
+
+  it("does not cut an escaped key inside a string", () => {
+    const text = `{"metadata":{"annotations":{"a":"\\"managedFields\\":[1]"}}}`
+    expect(cut(text)).toBe(text)
+  })
+
+  it("property: any JSON, with or without managedFields anywhere in metadata, parses the same as the whole minus managedFields", () => {
+    const json = FastCheck.jsonValue({ maxDepth: 3 })
+    const metadata = FastCheck.record({
+      name: FastCheck.string({ unit: "grapheme" }),
+      managedFields: FastCheck.array(json, { maxLength: 4 }),
+      labels: FastCheck.dictionary(FastCheck.string(), FastCheck.string({ unit: "grapheme" }), { maxKeys: 3 })
+    }, { requiredKeys: ["name"] })
+    const object = FastCheck.record({ metadata, spec: json, status: json }, { requiredKeys: ["metadata"] })
+    FastCheck.assert(
+      FastCheck.property(object, FastCheck.boolean(), (o, pretty) => {
+        const text = pretty ? JSON.stringify(o, null, 1) : JSON.stringify(o)
+        expect(cutParse(text)).toEqual(expected(text))
+      }),
+      { numRuns: 500 }
+    )
+  })
+})
+
+describe("cutsFor", () => {
+  it("cuts for a schema that does not read managedFields, and not for one that does", () => {
+    expect(schemaReads(Sandbox.ast, "managedFields")).toBe(false)
+    expect(cutsFor(Sandbox)).toBe(true)
+    const Reads = Schema.Struct({
+      metadata: Schema.Struct({ ...ObjectMeta.fields, managedFields: Schema.Array(Schema.Unknown) })
+    })
+    expect(schemaReads(Reads.ast, "managedFields")).toBe(true)
+    expect(cutsFor(Reads)).toBe(false)
+  })
+})
