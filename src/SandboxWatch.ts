@@ -137,12 +137,20 @@ export interface SandboxWatchOptions {
 
 /** The watch's metrics, for a Prometheus exporter or a test. */
 export const metrics = {
-  events: Metric.counter("sandbox_watch_events_total", { description: "Watch events applied, by type" }),
-  relists: Metric.counter("sandbox_watch_relists_total", { description: "Lists of the whole namespace, by reason" }),
+  events: Metric.counter("sandbox_watch_events_total", {
+    incremental: true,
+    description: "Watch events applied, by type"
+  }),
+  relists: Metric.counter("sandbox_watch_relists_total", {
+    incremental: true,
+    description: "Lists of the whole namespace, by reason"
+  }),
   restarts: Metric.counter("sandbox_watch_restarts_total", {
+    incremental: true,
     description: "Watch rounds that ended in a failure, by reason"
   }),
   decodeFailures: Metric.counter("sandbox_watch_decode_failures_total", {
+    incremental: true,
     description: "Sandboxes the server sent that did not fit the schema"
   }),
   cached: Metric.gauge("sandbox_watch_cached_sandboxes", { description: "Sandboxes in the cache" }),

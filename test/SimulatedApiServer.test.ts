@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Context, Duration, Effect, Either, Exit, Layer, Option, Redacted, Scope, TestClock } from "effect"
-import { parseFieldSelector, parseLabelSelector } from "../src/internal/simulator/labelSelector.ts"
+import { parseFieldSelector, parseLabelSelector } from "../src/internal/labelSelector.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { SandboxResource } from "../src/Sandbox.ts"
 import * as Sim from "../src/SimulatedApiServer.ts"

@@ -5,7 +5,8 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
-import { Cause, Data, Duration, Effect, Layer, Logger, Option } from "effect"
+import { Cause, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { parseLabelSelector } from "../internal/labelSelector.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
 import * as Orchestrator from "../Orchestrator.ts"
@@ -15,6 +16,7 @@ import * as SimulatedApiServer from "../SimulatedApiServer.ts"
 import * as Demo from "./Demo.ts"
 import * as NdjsonOutput from "./NdjsonOutput.ts"
 import * as TableView from "./TableView.ts"
+import * as Telemetry from "./Telemetry.ts"
 
 /** The program's name, in help and in every error line. */
 export const Name = "sandbox-watch"
@@ -54,7 +56,14 @@ export interface Flags {
   readonly output: Option.Option<"table" | "ndjson">
   readonly demo: boolean
   readonly duration: Option.Option<Duration.Duration>
+  readonly logFormat: "text" | "json" | "logfmt"
+  readonly logLevel: LogLevel.Literal
+  readonly metricsAddress: Option.Option<Telemetry.Address>
 }
+
+/** A usage error about one flag's value: names the flag and points to --help. */
+const invalid = (flag: string, text: string, why: string) =>
+  Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} ${JSON.stringify(text)}: ${why}; see --help`)))
 
 const flags = {
   namespace: Options.text("namespace").pipe(
@@ -68,8 +77,16 @@ const flags = {
   selector: Options.text("selector").pipe(
     Options.withPseudoName("selector"),
     Options.withAlias("l"),
-    Options.withDescription("The label selector of the Sandboxes to watch."),
-    Options.withDefault(DefaultLabelSelector)
+    Options.withDescription(
+      `The label selector of the Sandboxes to watch, checked before the first request. Default: \`${DefaultLabelSelector}\`.`
+    ),
+    Options.withDefault(DefaultLabelSelector),
+    Options.mapEffect((text) =>
+      Either.match(parseLabelSelector(text), {
+        onLeft: (error) => invalid("selector", text, `not a label selector: ${error.message}`),
+        onRight: () => Effect.succeed(text)
+      })
+    )
   ),
   kubeconfig: Options.text("kubeconfig").pipe(
     Options.withPseudoName("file"),
@@ -101,15 +118,41 @@ const flags = {
         onNone: () =>
           Effect.fail(
             ValidationError.invalidValue(
-              HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m`)
+              HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m; see --help`)
             )
           ),
         onSome: Effect.succeed
       })
     ),
     Options.optional
+  ),
+  logFormat: Options.choice("log-format", ["text", "json", "logfmt"]).pipe(
+    Options.withDescription(
+      "How log lines are written to stderr: `text` (for a person), `json` (one object a line, annotations as fields) or `logfmt`. Default: `text`."
+    ),
+    Options.withDefault("text" as const)
+  ),
+  logLevel: Options.choice("log-level", ["trace", "debug", "info", "warning", "error", "fatal", "none"]).pipe(
+    Options.withDescription("The least severe log lines written. Default: `info`."),
+    Options.withDefault("info" as const),
+    Options.map((level): LogLevel.Literal => (level === "warning" ? "Warning" : capitalize(level)) as LogLevel.Literal)
+  ),
+  metricsAddress: Options.text("metrics-address").pipe(
+    Options.withPseudoName("host:port"),
+    Options.withDescription(
+      "Serve /metrics (Prometheus), /healthz and /readyz at this address, e.g. `127.0.0.1:9090` or `:9090` (port 0: any free port, said on stderr). Default: off."
+    ),
+    Options.mapEffect((text) =>
+      Option.match(Telemetry.parseAddress(text), {
+        onNone: () => invalid("metrics-address", text, "not HOST:PORT"),
+        onSome: Effect.succeed
+      })
+    ),
+    Options.optional
   )
 }
+
+const capitalize = (word: string) => word.charAt(0).toUpperCase() + word.slice(1)
 
 /** Where the program watches: a cluster it resolved, or the demo (with why, when it was not asked for). */
 type Target =
@@ -149,14 +192,26 @@ export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
   }${annotations}${cause}`
 }
 
+/** The log line formats: ours for a person, Effect's JSON and logfmt (annotations as fields) for machines. */
+const formatters: Record<Flags["logFormat"], Logger.Logger<unknown, string>> = {
+  text: Logger.make(formatLog),
+  json: Logger.jsonLogger,
+  logfmt: Logger.logfmtLogger
+}
+
 /** Logs never go to stdout: to stderr, and in the table view under the table. */
-const loggerFor = (view: Option.Option<TableView.LogLines>) =>
-  Logger.make<unknown, void>((options) => {
-    const line = formatLog(options)
+const loggerFor = (view: Option.Option<TableView.LogLines>, format: Flags["logFormat"]) =>
+  Logger.map(formatters[format], (line) => {
     if (Option.isSome(view)) view.value.push(line)
     // With a table on the terminal, stderr on the same terminal would tear the screen.
     if (Option.isNone(view) || !process.stderr.isTTY) process.stderr.write(`${line}\n`)
   })
+
+/** Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org). */
+const colourful = () => process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === ""
+
+/** The watch's silence that makes /readyz say not ready: its timeoutSeconds (240) plus its idle margin (30 s). */
+const SilenceLimit = Duration.seconds(270)
 
 const writeStdout = (text: string) =>
   Effect.async<void, StdoutClosed>((resume) => {
@@ -178,10 +233,13 @@ export const run = (f: Flags) =>
       const target = yield* resolveTarget(f)
       // The first line says what is watched: on stderr for NDJSON (stdout stays pure), atop the table.
       const header: Array<string> = []
+      // (In a machine log format it is a log line like the others, so stderr stays one format.)
       const say = (line: string) =>
-        output === "ndjson"
+        output === "table"
+          ? Effect.sync(() => header.push(line))
+          : f.logFormat === "text"
           ? Effect.sync(() => process.stderr.write(`${Name}: ${line}\n`))
-          : Effect.sync(() => header.push(line))
+          : Effect.logInfo(line)
 
       const show = (namespace: string) =>
         output === "ndjson"
@@ -191,13 +249,27 @@ export const run = (f: Flags) =>
             logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
             write: (text) => writeStdout(text).pipe(Effect.catchAll(() => Effect.void)),
             width: () => process.stdout.columns,
-            colours: process.stdout.isTTY === true
+            colours: colourful()
           }).pipe(Effect.annotateLogs("namespace", namespace))
       const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         Option.match(f.duration, {
           onNone: () => Effect.asVoid(effect),
           onSome: (d) => Effect.asVoid(Effect.timeoutOption(effect, d))
         })
+      /** The watch shown, and its metrics and health served when asked, for as long as it runs. */
+      const watchAndServe = (namespace: string) =>
+        Effect.scoped(Effect.gen(function*() {
+          if (Option.isSome(f.metricsAddress)) {
+            const watch = yield* SandboxWatch.SandboxWatch
+            const url = yield* Telemetry.serve(f.metricsAddress.value, watch, {
+              silenceLimit: SilenceLimit,
+              serviceName: Name,
+              serviceVersion: Version
+            }).pipe(Effect.mapError((error) => new ConfigurationError({ message: error.message })))
+            yield* say(`metrics at ${url}/metrics, health at ${url}/healthz and ${url}/readyz`)
+          }
+          yield* bounded(show(namespace))
+        }))
 
       if (target._tag === "Cluster") {
         const namespace = Option.orElse(f.namespace, () => target.connection.namespace).pipe(
@@ -206,7 +278,7 @@ export const run = (f: Flags) =>
         yield* say(
           `watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`
         )
-        return yield* bounded(show(namespace)).pipe(
+        return yield* watchAndServe(namespace).pipe(
           Effect.provide(
             watchLayer(namespace, f.selector).pipe(
               Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))
@@ -223,13 +295,20 @@ export const run = (f: Flags) =>
           Option.match(target.notConfigured, {
             onNone: () =>
               `demo: watching an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator`,
-            onSome: () =>
-              `no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
+            onSome: () => {
+              // KUBECONFIG set, naming only files that are not there: said first, as kubectl would
+              // skip them too, rather than a demo that looks like the cluster.
+              const kubeconfig = process.env.KUBECONFIG ?? ""
+              const why = kubeconfig === ""
+                ? "no Kubernetes cluster is configured"
+                : `KUBECONFIG names no file that exists (${kubeconfig}) and nothing else configures a cluster`
+              return `${why}, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
+            }
           })
         )
         if (Option.isSome(target.notConfigured)) yield* Effect.logDebug(target.notConfigured.value)
         yield* Effect.forkScoped(Demo.operator({ namespace }))
-        yield* bounded(show(namespace))
+        yield* watchAndServe(namespace)
       }).pipe(
         Effect.scoped,
         Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provideMerge(demoLayer))),
@@ -240,7 +319,8 @@ export const run = (f: Flags) =>
       )
     }).pipe(
       Effect.catchTag("StdoutClosed", () => Effect.void),
-      Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view)))
+      Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view, f.logFormat))),
+      Effect.provide(Logger.minimumLogLevel(LogLevel.fromLiteral(f.logLevel)))
     )
   })
 

@@ -6,8 +6,8 @@
  * @internal
  */
 import { Either } from "effect"
+import { isEmptySelection } from "../labelSelector.ts"
 import type { FailureStatus } from "./kubeJson.ts"
-import { isEmptySelection } from "./labelSelector.ts"
 import type { KubeObject, ObjectStore } from "./objectStore.ts"
 import { nameOf, namespaceOf } from "./objectStore.ts"
 import type { ListRequest } from "./requests.ts"

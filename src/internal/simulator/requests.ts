@@ -7,9 +7,9 @@
  * @internal
  */
 import { Either } from "effect"
+import type { FieldSelector, LabelSelector } from "../labelSelector.ts"
+import { parseFieldSelector, parseLabelSelector } from "../labelSelector.ts"
 import type { FailureStatus } from "./kubeJson.ts"
-import type { FieldSelector, LabelSelector } from "./labelSelector.ts"
-import { parseFieldSelector, parseLabelSelector } from "./labelSelector.ts"
 
 /** client-go's bool query conversion: absent is false; `0`, `f`, `false` (any case) are false; else true. */
 export const queryBool = (query: URLSearchParams, name: string): boolean | undefined => {
