@@ -10,7 +10,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
 // The very `undici` that platform-node's client runs on (platform-node re-exports it), so the
 // Agent type matches `makeUndici` and no undeclared dependency is imported.
-import { Agent } from "@effect/platform-node/Undici"
+import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
 import {
   Clock,
@@ -30,6 +30,7 @@ import { isRecord } from "./internal/isRecord.ts"
 import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts"
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
+import { proxyFor } from "./internal/proxy.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
@@ -191,18 +192,20 @@ const connectOptions = (tls: ClusterTls) => ({
   ...(Option.isSome(tls.serverName) ? { servername: tls.serverName.value } : {})
 })
 
-/** One Agent per client: its pool keeps connections alive between requests; closed with the scope. */
-const makeAgent = (tls: ClusterTls): Effect.Effect<Agent, never, Scope.Scope> =>
+/**
+ * One dispatcher per client, closed with the scope: an Agent whose pool keeps connections alive
+ * between requests, or a ProxyAgent (CONNECT) when the cluster is reached through a proxy.
+ */
+const makeAgent = (connection: ClusterConnection): Effect.Effect<Dispatcher, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.sync(
-      () =>
-        new Agent({
-          // Reuse idle connections for a while, but drop them before a server's idle timeout does.
-          keepAliveTimeout: 30_000,
-          keepAliveMaxTimeout: 300_000,
-          connect: connectOptions(tls)
-        })
-    ),
+    Effect.sync((): Dispatcher => {
+      // Reuse idle connections for a while, but drop them before a server's idle timeout does.
+      const keepAlive = { keepAliveTimeout: 30_000, keepAliveMaxTimeout: 300_000 }
+      return Option.match(proxyFor(connection.server, connection.proxyUrl, process.env), {
+        onNone: () => new Agent({ ...keepAlive, connect: connectOptions(connection.tls) }),
+        onSome: (uri) => new ProxyAgent({ ...keepAlive, uri, requestTls: connectOptions(connection.tls) })
+      })
+    }),
     // `destroy`, not `close`: close waits for open watches, which may never end by themselves.
     (agent) => Effect.promise(() => agent.destroy().catch(() => undefined))
   )
@@ -717,7 +720,7 @@ export const make = (
       return yield* Effect.dieMessage(`KubeClient: maxLineBytes must be a positive integer, not ${maxLineBytes}`)
     }
     const connection = yield* KubeConfig
-    const agent = yield* makeAgent(connection.tls)
+    const agent = yield* makeAgent(connection)
     return makeService(connection, NodeHttpClient.makeUndici(agent), {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),

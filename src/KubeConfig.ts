@@ -37,6 +37,11 @@ export interface ClusterConnection {
   readonly invalidate: Effect.Effect<void>
   /** Where this came from, for a person: `kubeconfig /home/me/.kube/config, context kind-kind`. */
   readonly source: string
+  /**
+   * The kubeconfig cluster's `proxy-url`, when it names one; else the client follows `HTTPS_PROXY`,
+   * `HTTP_PROXY` and `NO_PROXY`, as kubectl does. May carry credentials: never log it.
+   */
+  readonly proxyUrl?: string | undefined
 }
 
 /** A kubeconfig (or in-cluster file) that is missing, unreadable or does not make sense. */
@@ -334,7 +339,8 @@ const connect = (
       },
       authorization: user.credentials.authorization,
       invalidate: user.credentials.invalidate,
-      source
+      source,
+      proxyUrl: chosen.cluster.value["proxy-url"]
     } satisfies ClusterConnection
   })
 

@@ -1,0 +1,45 @@
+/**
+ * Which proxy, if any, a request to the cluster goes through, as kubectl decides it: the
+ * kubeconfig's `proxy-url` for that cluster, else `HTTPS_PROXY` (for an `https://` server) or
+ * `HTTP_PROXY` (for `http://`), in either case, unless `NO_PROXY` names the host. As Go's
+ * `ProxyFromEnvironment` does, the environment never sends a loopback address through a proxy.
+ *
+ * @internal
+ */
+import { Option } from "effect"
+
+type Env = Readonly<Record<string, string | undefined>>
+
+const fromEnv = (env: Env, name: string): string | undefined => {
+  const value = env[name.toUpperCase()] ?? env[name.toLowerCase()]
+  return value === undefined || value.trim() === "" ? undefined : value.trim()
+}
+
+const isLoopback = (host: string): boolean =>
+  host === "localhost" || host.endsWith(".localhost") || /^127\.\d+\.\d+\.\d+$/.test(host) || host === "::1" ||
+  host === "[::1]"
+
+/** Whether `NO_PROXY` (a comma list of hosts, domains, `.domain`s, IPs, `host:port`s, or `*`) names it. */
+export const excludedBy = (noProxy: string, host: string, port: string): boolean =>
+  noProxy.split(",").map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== "").some((entry) => {
+    if (entry === "*") return true
+    const [name, entryPort] = entry.startsWith("[")
+      ? [entry.slice(0, entry.indexOf("]") + 1), entry.slice(entry.indexOf("]") + 2) || undefined]
+      : (entry.split(":") as [string, string | undefined])
+    if (entryPort !== undefined && entryPort !== port) return false
+    const bare = name.startsWith(".") ? name.slice(1) : name.startsWith("*.") ? name.slice(2) : name
+    return host === bare || host.endsWith(`.${bare}`)
+  })
+
+/** The proxy URL for requests to `server`, or none for a direct connection. */
+export const proxyFor = (server: string, kubeconfigProxyUrl: string | undefined, env: Env): Option.Option<string> => {
+  if (kubeconfigProxyUrl !== undefined && kubeconfigProxyUrl !== "") return Option.some(kubeconfigProxyUrl)
+  const url = new URL(server)
+  const host = url.hostname.toLowerCase()
+  if (isLoopback(host)) return Option.none()
+  const proxy = url.protocol === "https:" ? fromEnv(env, "HTTPS_PROXY") : fromEnv(env, "HTTP_PROXY")
+  if (proxy === undefined) return Option.none()
+  const port = url.port !== "" ? url.port : url.protocol === "https:" ? "443" : "80"
+  const noProxy = fromEnv(env, "NO_PROXY")
+  return noProxy !== undefined && excludedBy(noProxy, host, port) ? Option.none() : Option.some(proxy)
+}
