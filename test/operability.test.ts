@@ -123,6 +123,45 @@ describe("the program, operated", () => {
   )
 })
 
+describe("traces over OTLP/HTTP", () => {
+  it.scopedLive(
+    "with OTEL_EXPORTER_OTLP_ENDPOINT set, the list and watch spans reach a receiver, under OTEL_SERVICE_NAME",
+    () =>
+      Effect.gen(function*() {
+        const received: Array<{ readonly path: string; readonly body: string }> = []
+        const receiver = Http.createServer((request, response) => {
+          let body = ""
+          request.setEncoding("utf8").on("data", (chunk: string) => (body += chunk))
+          request.on("end", () => {
+            received.push({ path: request.url ?? "", body })
+            response.writeHead(200, { "content-type": "application/json" })
+            response.end("{}")
+          })
+        })
+        const port = yield* Effect.acquireRelease(
+          Effect.async<number>((resume) => {
+            receiver.listen(0, "127.0.0.1", () => resume(Effect.succeed((receiver.address() as { port: number }).port)))
+          }),
+          () => Effect.async<void>((resume) => void receiver.close(() => resume(Effect.void)))
+        )
+        const home = yield* tempHome
+        const program = yield* Program.start(["--demo", "--output", "ndjson", "--duration", "4s"], {
+          ...Program.noClusterEnv(home),
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+          OTEL_SERVICE_NAME: "sandbox-watch-under-test"
+        })
+        expect((yield* program.exited).code).toBe(0)
+        const traces = received.filter((r) => r.path === "/v1/traces")
+        expect(traces.length).toBeGreaterThan(0)
+        const all = traces.map((t) => t.body).join("\n")
+        expect(all).toContain("\"SandboxWatch.list\"")
+        expect(all).toContain("\"SandboxWatch.watch\"")
+        expect(all).toContain("sandbox-watch-under-test")
+      }),
+    ProcessTimeout
+  )
+})
+
 describe("Telemetry.readiness", () => {
   const limit = Duration.seconds(270)
   const health = (synced: boolean, lastHeard: Option.Option<number>): SandboxWatch.SandboxWatchHealth => ({

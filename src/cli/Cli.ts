@@ -207,6 +207,35 @@ const loggerFor = (view: Option.Option<TableView.LogLines>, format: Flags["logFo
     if (Option.isNone(view) || !process.stderr.isTTY) process.stderr.write(`${line}\n`)
   })
 
+/**
+ * Traces over OTLP/HTTP (JSON) when the standard `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` is set, named by `OTEL_SERVICE_NAME`: the list and watch spans of
+ * `SandboxWatch` and `KubeClient`. Without either, nothing is loaded.
+ */
+const tracing = Layer.unwrapEffect(Effect.suspend(() => {
+  const base = process.env.OTEL_EXPORTER_OTLP_ENDPOINT ?? ""
+  const url = process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
+    (base === "" ? "" : `${base.replace(/\/+$/, "")}/v1/traces`)
+  if (url === "") return Effect.succeed(Layer.empty)
+  return Effect.map(
+    Effect.promise(() =>
+      Promise.all([
+        import("@effect/opentelemetry/OtlpTracer"),
+        import("@effect/opentelemetry/OtlpSerialization"),
+        import("@effect/platform-node/NodeHttpClient")
+      ])
+    ),
+    ([OtlpTracer, OtlpSerialization, NodeHttpClient]) =>
+      OtlpTracer.layer({
+        url,
+        resource: { serviceName: process.env.OTEL_SERVICE_NAME || Name, serviceVersion: Version },
+        exportInterval: "2 seconds",
+        // An unreachable collector delays the exit by at most this.
+        shutdownTimeout: "2 seconds"
+      }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(NodeHttpClient.layerUndici))
+  )
+}))
+
 /** Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org). */
 const colourful = () => process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === ""
 
@@ -320,7 +349,8 @@ export const run = (f: Flags) =>
     }).pipe(
       Effect.catchTag("StdoutClosed", () => Effect.void),
       Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view, f.logFormat))),
-      Effect.provide(Logger.minimumLogLevel(LogLevel.fromLiteral(f.logLevel)))
+      Effect.provide(Logger.minimumLogLevel(LogLevel.fromLiteral(f.logLevel))),
+      Effect.provide(tracing)
     )
   })
 
