@@ -35,7 +35,7 @@ describe("TableView.render", () => {
       [
         "alpha",
         row({
-          metadata: { name: "alpha", resourceVersion: "4" },
+          metadata: { name: "alpha", resourceVersion: "4", creationTimestamp: new Date(at - 7_200_000).toISOString() },
           status: {
             phase: "Ready",
             conditions: [{ type: "Scheduled", status: "True" }, { type: "Ready", status: "True" }],
@@ -66,22 +66,73 @@ describe("TableView.render", () => {
       "watching demo",
       "synced | last heard 3s ago | re-lists 2 | watch restarts 1 | 3 cached",
       "",
-      "NAME            PHASE     READY   SCHEDULED               RESTARTS   LAST CHANGE   NOTE",
-      "alpha           Ready     True    True                    3          2m ago",
-      "bravo           Lost      -       -                       0          0s ago        Evicted: low memory",
-      "charlie         Pending   -       False (Unschedulable)   0          5s ago        Unschedulable",
-      "gone-recently   (gone)    -       -                       -          10s ago",
+      "NAME            PHASE     READY   SCHEDULED               RESTARTS   AGE   LAST CHANGE   NOTE",
+      "alpha           Ready     True    True                    3          2h    2m ago",
+      "bravo           Lost      -       -                       0          -     0s ago        Evicted: low memory",
+      "charlie         Pending   -       False (Unschedulable)   0          -     5s ago        Unschedulable",
+      "gone-recently   (gone)    -       -                       -          -     10s ago",
       "",
       "12:00:00.000 INFO  hello"
     ])
   })
 
-  it("says so when there is no Sandbox, and clips to the terminal's width", () => {
-    const lines = TableView.render(
+  it("before the first list it says it is waiting; after, that there are none; clipped to the terminal's width", () => {
+    const waiting = TableView.render(
       { rows: new Map(), health: { ...health, synced: false, lastHeard: Option.none() }, header: [], logs: [] },
       at,
       { colours: false, width: 20 }
     )
-    expect(lines).toStrictEqual(["not synced yet | las", "", "NAME   PHASE   READY", "(no Sandboxes under ", ""])
+    expect(waiting).toStrictEqual(["not synced yet | la…", "", "NAME   PHASE   READ…", "(waiting for the fi…"])
+    const none = TableView.render({ rows: new Map(), health, header: [], logs: [] }, at, { colours: false })
+    expect(none[3]).toBe("(no Sandboxes under the selector)")
+  })
+
+  const wide = new Map<string, TableView.Row>([
+    [
+      "alpha",
+      row({
+        metadata: { name: "alpha", resourceVersion: "4" },
+        status: {
+          phase: "Lost",
+          conditions: [{ type: "Lost", status: "True", reason: "Evicted", message: "the node ran low on memory" }]
+        }
+      }, 5_000)
+    ]
+  ])
+
+  it("fits the width: NOTE is truncated first, then LAST CHANGE goes", () => {
+    const full = TableView.render({ rows: wide, health, header: [], logs: [] }, at, { colours: false })
+    expect(full[3]).toBe(
+      "alpha   Lost    -       -           0          -     5s ago        Evicted: the node ran low on memory"
+    )
+    const narrower = TableView.render({ rows: wide, health, header: [], logs: [] }, at, { colours: false, width: 80 })
+    expect(narrower[2]).toBe("NAME    PHASE   READY   SCHEDULED   RESTARTS   AGE   LAST CHANGE   NOTE")
+    expect(narrower[3]).toBe("alpha   Lost    -       -           0          -     5s ago        Evicted: the…")
+    expect(narrower[3]).toHaveLength(80)
+    const narrow = TableView.render({ rows: wide, health, header: [], logs: [] }, at, { colours: false, width: 60 })
+    expect(narrow[2]).toBe("NAME    PHASE   READY   SCHEDULED   RESTARTS   AGE")
+    expect(narrow[3]).toBe("alpha   Lost    -       -           0          -")
+  })
+
+  it("fits the height: the header stays, the rows end in '… N more', the logs get what is left", () => {
+    const many = new Map<string, TableView.Row>(
+      Array.from(
+        { length: 10 },
+        (_, i) => [`s${i}`, row({ metadata: { name: `s${i}`, resourceVersion: "1" } }, 0)] as const
+      )
+    )
+    const lines = TableView.render({ rows: many, health, header: ["watching"], logs: ["a log line"] }, at, {
+      colours: false,
+      height: 10
+    })
+    expect(lines).toHaveLength(9)
+    expect(lines.slice(0, 4).map((l) => l.split(" ")[0])).toEqual(["watching", "synced", "", "NAME"])
+    expect(lines.slice(4).map((l) => l.split(" ")[0])).toEqual(["s0", "s1", "s2", "s3", "…"])
+    expect(lines[8]).toBe("… 6 more")
+    const roomy = TableView.render({ rows: many, health, header: [], logs: ["a log line"] }, at, {
+      colours: false,
+      height: 20
+    })
+    expect(roomy.slice(-2)).toEqual(["", "a log line"])
   })
 })

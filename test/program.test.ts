@@ -153,9 +153,10 @@ describe("sandbox-watch with no cluster configured", () => {
         yield* program.awaitStdout((l) => l.includes("alpha-1") && l.includes("Pending"))
         // The screen is redrawn in place: read it without its ANSI controls.
         const stdout = (yield* program.stdout).map((l) => l.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, ""))
-        expect(stdout.some((l) => /NAME\s+PHASE\s+READY\s+SCHEDULED\s+RESTARTS\s+LAST CHANGE\s+NOTE/.test(l))).toBe(
-          true
-        )
+        expect(stdout.some((l) => /NAME\s+PHASE\s+READY\s+SCHEDULED\s+RESTARTS\s+AGE\s+LAST CHANGE\s+NOTE/.test(l)))
+          .toBe(
+            true
+          )
         expect(stdout.some((l) => l.startsWith("demo: watching an embedded simulated API server at http://127.0.0.1:")))
           .toBe(true)
         expect(

@@ -278,6 +278,11 @@ export const run = (f: Flags) =>
             logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
             write: (text) => writeStdout(text).pipe(Effect.catchAll(() => Effect.void)),
             width: () => process.stdout.columns,
+            height: () => process.stdout.rows,
+            onResize: (redraw) => {
+              process.stdout.on("resize", redraw)
+              return () => void process.stdout.off("resize", redraw)
+            },
             colours: colourful()
           }).pipe(Effect.annotateLogs("namespace", namespace))
       const bounded = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

@@ -78,7 +78,15 @@ const conditionCell = (sandbox: Sandbox, type: string): string => {
 const restarts = (sandbox: Sandbox): number =>
   (sandbox.status?.harness?.restartCount ?? 0) + (sandbox.status?.effector?.restartCount ?? 0)
 
-const Columns = ["NAME", "PHASE", "READY", "SCHEDULED", "RESTARTS", "LAST CHANGE", "NOTE"] as const
+const Columns = ["NAME", "PHASE", "READY", "SCHEDULED", "RESTARTS", "AGE", "LAST CHANGE", "NOTE"] as const
+const LastChange = 6
+const Note = 7
+
+/** How long ago the cluster created it, from `metadata.creationTimestamp`; `-` when not known. */
+const created = (sandbox: Sandbox, now: number): string => {
+  const at = Date.parse(sandbox.metadata.creationTimestamp ?? "")
+  return Number.isNaN(at) ? "-" : age(now - at)
+}
 
 /** The table's cells, one array a row, ordered by name. Gone rows past the TTL are left out. */
 export const cells = (
@@ -92,7 +100,7 @@ export const cells = (
       Option.match(row.sandbox, {
         onNone: () => ({
           phase: "(gone)",
-          cells: [name, "(gone)", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""]
+          cells: [name, "(gone)", "-", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""]
         }),
         onSome: (s) => {
           const phase = Option.getOrElse(Evidence.phase(s), () => "-")
@@ -104,6 +112,7 @@ export const cells = (
               conditionCell(s, "Ready"),
               conditionCell(s, "Scheduled"),
               String(restarts(s)),
+              created(s, now),
               `${age(now - row.changedAt)} ago`,
               note(s)
             ]
@@ -133,33 +142,76 @@ const colour = (phase: string): string =>
     ? ansi.yellow
     : ""
 
+const Gap = "   "
+
+/** `text` cut to `width` characters, the last one an ellipsis when anything was cut. */
+const truncate = (text: string, width: number): string =>
+  text.length <= width ? text : width <= 0 ? "" : `${text.slice(0, width - 1)}…`
+
+/**
+ * The columns shown and their widths within `width`: NOTE is truncated first, then LAST CHANGE
+ * goes; what still does not fit is clipped line by line.
+ */
+const layout = (
+  table: ReadonlyArray<{ readonly cells: ReadonlyArray<string> }>,
+  width: number | undefined
+): { readonly shown: ReadonlyArray<number>; readonly widths: ReadonlyArray<number> } => {
+  const natural = Columns.map((title, i) => Math.max(title.length, ...table.map((r) => r.cells[i]?.length ?? 0)))
+  const total = (shown: ReadonlyArray<number>) =>
+    shown.reduce((sum, i) => sum + (natural[i] ?? 0), 0) + Gap.length * (shown.length - 1)
+  let shown: Array<number> = Columns.map((_, i) => i)
+  if (width === undefined || total(shown) <= width) return { shown, widths: natural }
+  const widths = [...natural]
+  const withoutNote = total(shown.filter((i) => i !== Note)) + Gap.length
+  if (width - withoutNote >= Columns[Note].length) {
+    widths[Note] = width - withoutNote
+    return { shown, widths }
+  }
+  shown = shown.filter((i) => i !== Note && i !== LastChange)
+  return { shown, widths }
+}
+
 /**
  * The whole screen as lines, plain (no ANSI) when `colours` is false. Pure: a test can assert it.
+ * Within `width` columns and `height` lines when given: the header stays, rows past the height end
+ * in "… N more", and the logs get what room is left.
  */
 export const render = (
   state: ViewState,
   now: number,
-  options: { readonly colours: boolean; readonly width?: number }
+  options: { readonly colours: boolean; readonly width?: number; readonly height?: number }
 ): Array<string> => {
   const table = cells(state.rows, now)
-  const widths = Columns.map((title, i) => Math.max(title.length, ...table.map((r) => r.cells[i]?.length ?? 0)))
+  const { shown, widths } = layout(table, options.width)
+  const last = shown[shown.length - 1]
   const pad = (values: ReadonlyArray<string>) =>
-    values.map((v, i) => (i === values.length - 1 ? v : v.padEnd(widths[i] ?? 0))).join("   ").trimEnd()
-  const clip = (
-    line: string
-  ) => (options.width !== undefined && line.length > options.width ? line.slice(0, options.width) : line)
+    shown.map((i) => {
+      const value = truncate(values[i] ?? "", widths[i] ?? 0)
+      return i === last ? value : value.padEnd(widths[i] ?? 0)
+    }).join(Gap).trimEnd()
+  const clip = (line: string) => (options.width !== undefined ? truncate(line, options.width) : line)
   const paint = (code: string, line: string) => (options.colours && code !== "" ? `${code}${line}${ansi.reset}` : line)
-  return [
+  const top = [
     ...state.header.map((h) => clip(h)),
     paint(ansi.dim, clip(statusLine(state.health, now))),
     "",
-    paint(ansi.bold, clip(pad(Columns))),
-    ...(table.length === 0
-      ? [paint(ansi.dim, clip("(no Sandboxes under the selector)"))]
-      : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))),
-    "",
-    ...state.logs.map((l) => paint(ansi.dim, clip(l)))
+    paint(ansi.bold, clip(pad(Columns)))
   ]
+  const empty = state.health.synced ? "(no Sandboxes under the selector)" : "(waiting for the first list)"
+  let rows = table.length === 0
+    ? [paint(ansi.dim, clip(empty))]
+    : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))
+  let logs = state.logs.map((l) => paint(ansi.dim, clip(l)))
+  if (options.height !== undefined) {
+    // One line short of the terminal, so the last newline does not scroll the header away.
+    const room = Math.max(1, options.height - 1 - top.length)
+    if (rows.length > room) {
+      rows = [...rows.slice(0, room - 1), paint(ansi.dim, clip(`… ${rows.length - room + 1} more`))]
+    }
+    const left = room - rows.length - 1
+    logs = left > 0 ? logs.slice(-left) : []
+  }
+  return [...top, ...rows, ...(logs.length === 0 ? [] : ["", ...logs])]
 }
 
 /** A bounded buffer of log lines the view shows under the table. */
@@ -188,6 +240,10 @@ export interface RunOptions {
   readonly write: (text: string) => Effect.Effect<void>
   /** Columns of the terminal, when known. */
   readonly width: () => number | undefined
+  /** Rows of the terminal, when known. */
+  readonly height: () => number | undefined
+  /** Calls `redraw` whenever the terminal is resized; returns how to stop. */
+  readonly onResize: (redraw: () => void) => () => void
   readonly colours: boolean
 }
 
@@ -207,18 +263,34 @@ export const run = (options: RunOptions): Effect.Effect<void, never, SandboxWatc
         if (Option.isNone(row.sandbox) && now - row.changedAt >= Duration.toMillis(GoneRowTtl)) rows.delete(name)
       }
       const width = options.width()
+      const height = options.height()
       const lines = render({ rows, health, header: options.header, logs: options.logs.current }, now, {
         colours: options.colours,
-        ...(width === undefined ? {} : { width })
+        ...(width === undefined ? {} : { width }),
+        ...(height === undefined ? {} : { height })
       })
       yield* options.write(`${ansi.home}${lines.map((l) => `${l}${ansi.clearLine}`).join("\n")}\n${ansi.clearBelow}`)
     })
     yield* Effect.acquireRelease(
       Effect.zipRight(
         options.write(`${ansi.hideCursor}\x1b[2J`),
-        Effect.sync(() => options.logs.onPush(() => Queue.unsafeOffer(dirty, undefined)))
+        Effect.sync(() => {
+          options.logs.onPush(() => Queue.unsafeOffer(dirty, undefined))
+          // A resize clears what the terminal reflowed, then redraws.
+          return options.onResize(() => {
+            void Effect.runFork(options.write("\x1b[2J"))
+            Queue.unsafeOffer(dirty, undefined)
+          })
+        })
       ),
-      () => Effect.zipRight(Effect.sync(() => options.logs.onPush(undefined)), options.write(ansi.showCursor))
+      (stopResize) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            options.logs.onPush(undefined)
+            stopResize()
+          }),
+          options.write(ansi.showCursor)
+        )
     )
     const changes = watch.allChanges.pipe(
       Stream.mapEffect((change) =>
