@@ -65,6 +65,10 @@ export interface Flags {
 const invalid = (flag: string, text: string, why: string) =>
   Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} ${JSON.stringify(text)}: ${why}; see --help`)))
 
+/** `--namespace --demo` is a forgotten value, not a namespace called `--demo`. */
+const notAFlag = (flag: string) => (text: string) =>
+  text.startsWith("-") ? invalid(flag, text, `needs a value, and ${text} is a flag`) : Effect.succeed(text)
+
 const flags = {
   namespace: Options.text("namespace").pipe(
     Options.withPseudoName("name"),
@@ -72,6 +76,7 @@ const flags = {
     Options.withDescription(
       "The namespace to watch. Default: the context's namespace (or the service account's), else `default`."
     ),
+    Options.mapEffect(notAFlag("namespace")),
     Options.optional
   ),
   selector: Options.text("selector").pipe(
@@ -91,11 +96,13 @@ const flags = {
   kubeconfig: Options.text("kubeconfig").pipe(
     Options.withPseudoName("file"),
     Options.withDescription("The kubeconfig file to use (default: KUBECONFIG, then ~/.kube/config, then in-cluster)."),
+    Options.mapEffect(notAFlag("kubeconfig")),
     Options.optional
   ),
   context: Options.text("context").pipe(
     Options.withPseudoName("name"),
-    Options.withDescription("The kubeconfig context to use instead of its current-context."),
+    Options.withDescription("The kubeconfig context to use. Default: the kubeconfig's current-context."),
+    Options.mapEffect(notAFlag("context")),
     Options.optional
   ),
   output: Options.choice("output", ["table", "ndjson"]).pipe(
@@ -107,7 +114,7 @@ const flags = {
   ),
   demo: Options.boolean("demo").pipe(
     Options.withDescription(
-      "Run against an embedded simulated API server with a demo operator (also the default when no cluster is configured)."
+      "Run against an embedded simulated API server with a demo operator. Default: off, but the demo runs when no cluster is configured."
     )
   ),
   duration: Options.text("duration").pipe(
@@ -376,7 +383,11 @@ export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, ExitCode>
   cli(argv).pipe(
     Effect.catchAll((error) =>
       ValidationError.isValidationError(error)
-        ? Effect.fail(new ExitCode({ code: 2 }))
+        ? Effect.zipRight(
+          // @effect/cli has said what was wrong; where to look next is ours to say.
+          Effect.sync(() => process.stderr.write(`${Name}: usage: see ${Name} --help\n`)),
+          Effect.fail(new ExitCode({ code: 2 }))
+        )
         : Effect.zipRight(
           Effect.sync(() => process.stderr.write(`${Name}: ${error.message}\n`)),
           Effect.fail(new ExitCode({ code: 1 }))
