@@ -105,6 +105,27 @@ describe("the program, operated", () => {
     ProcessTimeout
   )
 
+  it.scopedLive("--log-level works first or anywhere else on the command line", () =>
+    Effect.gen(function*() {
+      const home = yield* tempHome
+      for (const args of [["--log-level", "warning", "--demo"], ["--demo", "--log-level", "warning"]]) {
+        const program = yield* Program.start(
+          [...args, "--output", "ndjson", "--duration", "2s"],
+          Program.noClusterEnv(home)
+        )
+        expect((yield* program.exited).code).toBe(0)
+        const stderr = yield* program.stderr
+        expect(stderr.filter((line) => / INFO /.test(line))).toEqual([])
+        expect(stderr.length).toBeGreaterThan(0) // the first line still says what is watched
+      }
+      const chatty = yield* Program.start(
+        ["--demo", "--output", "ndjson", "--duration", "2s"],
+        Program.noClusterEnv(home)
+      )
+      expect((yield* chatty.exited).code).toBe(0)
+      expect((yield* chatty.stderr).some((line) => / INFO /.test(line))).toBe(true)
+    }), ProcessTimeout)
+
   it.scopedLive(
     "KUBECONFIG naming only missing files says so on the first line, then runs the demo",
     () =>

@@ -57,7 +57,7 @@ export interface Flags {
   readonly demo: boolean
   readonly duration: Option.Option<Duration.Duration>
   readonly logFormat: "text" | "json" | "logfmt"
-  readonly logLevel: LogLevel.Literal
+  readonly logLevel: Option.Option<LogLevel.Literal>
   readonly metricsAddress: Option.Option<Telemetry.Address>
 }
 
@@ -140,9 +140,10 @@ const flags = {
     Options.withDefault("text" as const)
   ),
   logLevel: Options.choice("log-level", ["trace", "debug", "info", "warning", "error", "fatal", "none"]).pipe(
-    Options.withDescription("The least severe log lines written. Default: `info`."),
-    Options.withDefault("info" as const),
-    Options.map((level): LogLevel.Literal => (level === "warning" ? "Warning" : capitalize(level)) as LogLevel.Literal)
+    Options.withDescription("The least severe log lines written, anywhere on the command line. Default: `info`."),
+    Options.map((level): LogLevel.Literal => (level === "warning" ? "Warning" : capitalize(level)) as LogLevel.Literal),
+    // Optional: given first, @effect/cli's own --log-level takes it, and must not be overridden.
+    Options.optional
   ),
   metricsAddress: Options.text("metrics-address").pipe(
     Options.withPseudoName("host:port"),
@@ -361,7 +362,12 @@ export const run = (f: Flags) =>
     }).pipe(
       Effect.catchTag("StdoutClosed", () => Effect.void),
       Effect.provide(Logger.replace(Logger.defaultLogger, loggerFor(view, f.logFormat))),
-      Effect.provide(Logger.minimumLogLevel(LogLevel.fromLiteral(f.logLevel))),
+      Effect.provide(
+        Option.match(f.logLevel, {
+          onNone: () => Layer.empty,
+          onSome: (level) => Logger.minimumLogLevel(LogLevel.fromLiteral(level))
+        })
+      ),
       Effect.provide(tracing)
     )
   })
