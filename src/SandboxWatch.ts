@@ -538,10 +538,12 @@ export const make = (
      */
     const register = (
       name: string | undefined,
-      initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void
+      initial: (mailbox: Mailbox, current: SandboxCache.SandboxCache) => void,
+      recorded?: (mailbox: Mailbox) => void
     ) =>
       SubscriptionRef.modify(cache, (current) => {
         const mailbox = hub.add(name)
+        recorded?.(mailbox)
         if (current.synced) initial(mailbox, current)
         return [mailbox, current] as const
       }).pipe(Effect.zipLeft(updateSubscriberGauge))
@@ -571,10 +573,13 @@ export const make = (
         let mailbox: Mailbox | undefined
         // Registering and recording the mailbox for the finalizer are one uninterruptible step: an
         // interrupt between them would leave a mailbox told for ever and the subscriber gauge off.
-        const registerOnce = Effect.uninterruptible(Effect.map(register(name, initial), (registered) => {
+        // The mailbox is recorded for the finalizer in the same synchronous step that registers it
+        // (inside the cache's lock): no interrupt can fall between, or it would stay told for ever.
+        // (An uninterruptible region around the first pull did the same, but measurably made every
+        // later resume of the watch keep more memory.)
+        const registerOnce = register(name, initial, (registered) => {
           mailbox = registered
-          return registered
-        }))
+        })
         const pull = Effect.suspend(() =>
           mailbox === undefined ? Effect.flatMap(registerOnce, (registered) => registered.takeAll) : mailbox.takeAll
         )
