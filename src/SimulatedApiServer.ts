@@ -19,10 +19,8 @@ import {
   Duration,
   Effect,
   Either,
-  Exit,
   Layer,
   Option,
-  Queue,
   Random,
   Redacted,
   Stream,
@@ -35,12 +33,11 @@ import { matchesFields, matchesLabels } from "./internal/labelSelector.ts"
 import type { FailureStatus } from "./internal/simulator/kubeJson.ts"
 import { clone, encodeStatus, encodeSuccessStatus, encodeUnstructured } from "./internal/simulator/kubeJson.ts"
 import { listAnswer } from "./internal/simulator/listAnswer.ts"
-import type { KubeObject, StoreEvent, WriteContext } from "./internal/simulator/objectStore.ts"
+import type { KubeObject, WriteContext } from "./internal/simulator/objectStore.ts"
 import { labelsOf, nameOf, namespaceOf, ObjectStore } from "./internal/simulator/objectStore.ts"
 import type { Selectors } from "./internal/simulator/requests.ts"
 import {
   badRequest,
-  expired,
   listRequestOf,
   parseResourceVersion,
   queryBool,
@@ -48,10 +45,11 @@ import {
   unauthorized,
   watchRequestOf
 } from "./internal/simulator/requests.ts"
+import type { WatchHandle } from "./internal/simulator/watchBody.ts"
+import { offer, watchBody } from "./internal/simulator/watchBody.ts"
 import * as KubeConfig from "./KubeConfig.ts"
 import type { KubeResource } from "./KubeResource.ts"
 import * as KubeResourceModule from "./KubeResource.ts"
-import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
 
 /** The verbs RBAC and the request counters speak of. */
 export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete"
@@ -241,17 +239,6 @@ export const kindFromPlural = (plural: string): string => {
   return singular.charAt(0).toUpperCase() + singular.slice(1)
 }
 
-type WatchItem =
-  | { readonly _tag: "Line"; readonly text: string }
-  | { readonly _tag: "Truncate"; readonly text: string }
-  | { readonly _tag: "End" }
-
-interface WatchHandle {
-  readonly queue: Queue.Queue<WatchItem>
-  readonly gate: Effect.Latch
-  readonly closed: Deferred.Deferred<void>
-}
-
 interface PendingFault {
   remaining: number
   readonly kind: FaultKind
@@ -356,10 +343,6 @@ const make = (options: Options) =>
         kind,
         metadata: { ...(annotations === undefined ? {} : { annotations }), resourceVersion: String(resourceVersion) }
       })
-
-    const offer = (handle: WatchHandle, item: WatchItem) => {
-      Queue.unsafeOffer(handle.queue, item)
-    }
 
     // ---- HTTP handlers --------------------------------------------------------------------------
 
@@ -491,131 +474,13 @@ const make = (options: Options) =>
       Effect.gen(function*() {
         const request = watchRequestOf(ctx.query)
         if (Either.isLeft(request)) return statusResponse(request.left)
-        const { allowBookmarks, asked, mode, selectors } = request.right
         // The apiserver's default: a random time between its minimum request timeout and twice that.
         const timeoutSeconds = request.right.timeoutSeconds ?? (yield* Random.nextIntBetween(1800, 3600))
-        const keep = selects(ctx, selectors)
-        const nodeResponse = NodeHttpServerRequest.toServerResponse(ctx.request)
-
-        const convert = (event: StoreEvent): string | undefined => {
-          const now = event.type !== "DELETED" && keep(event.object)
-          const before = event.previous !== undefined && keep(event.previous)
-          if (now && !before) return eventLine("ADDED", event.object)
-          if (now && before) return eventLine("MODIFIED", event.object)
-          if (!before) return undefined
-          if (event.type === "DELETED") return eventLine("DELETED", event.object)
-          // It left the selection: its previous state, stamped with this event's resourceVersion.
-          const previous = event.previous!
-          return eventLine("DELETED", {
-            ...previous,
-            metadata: { ...previous.metadata, resourceVersion: String(event.resourceVersion) }
-          })
-        }
-
-        const body = Stream.unwrapScoped(
-          Effect.gen(function*() {
-            const handle: WatchHandle = {
-              queue: yield* Queue.unbounded<WatchItem>(),
-              gate: yield* Effect.makeLatch(true),
-              closed: yield* Deferred.make<void>()
-            }
-            // One synchronous step: the starting state and the subscription, so nothing falls between.
-            const registration = yield* Effect.sync(() => {
-              // What the watch has been given so far: a bookmark must be newer (see `bookmarkNow`).
-              let fromRv = mode === "from" && asked !== 0 ? asked : store.resourceVersion
-              if (mode === "from" && asked !== 0) {
-                const events = store.eventsAfter(asked)
-                if (events === undefined) return { _tag: "Expired" as const }
-                for (const event of events) {
-                  const line = convert(event)
-                  if (line !== undefined) offer(handle, { _tag: "Line", text: line })
-                }
-                // As the watch cache does: after a replay, the last replayed event (of any object of
-                // the resource, selected or not) is where the watch stands.
-                const last = events[events.length - 1]
-                if (last !== undefined) fromRv = last.resourceVersion
-              } else if (mode !== "from") {
-                for (const [, object] of store.current()) {
-                  if (keep(object)) offer(handle, { _tag: "Line", text: eventLine("ADDED", object) })
-                }
-                if (mode === "initialWithBookmark") {
-                  offer(handle, {
-                    _tag: "Line",
-                    text: bookmarkLine(store.resourceVersion, { [InitialEventsEndAnnotation]: "true" })
-                  })
-                }
-              }
-              const unsubscribe = store.subscribe((event) => {
-                if (event.resourceVersion <= fromRv) return
-                const line = convert(event)
-                if (line !== undefined) offer(handle, { _tag: "Line", text: line })
-              })
-              watches.add(handle)
-              return { _tag: "Open" as const, unsubscribe, fromRv }
-            })
-            if (registration._tag === "Expired") {
-              const status = expired(`too old resource version: ${asked} (${store.oldestResourceVersion})`)
-              return Stream.make(`{"type":"ERROR","object":${encodeStatus(status)}}\n`)
-            }
-            yield* Effect.addFinalizer(() =>
-              Effect.sync(() => {
-                registration.unsubscribe()
-                watches.delete(handle)
-              }).pipe(Effect.zipRight(SubscriptionRef.update(openWatchCount, (n) => n - 1)))
-            )
-            // kube-apiserver's watch cache passes a watcher only what is newer than where it
-            // started (its resourceVersion, or the last event it replayed), bookmarks included:
-            // until something newer happened to any object of the resource, a watch hears no
-            // bookmark at all, even at its timeout.
-            const bookmarkNow = () => {
-              if (store.resourceVersion > registration.fromRv) {
-                offer(handle, { _tag: "Line", text: bookmarkLine(store.resourceVersion) })
-              }
-            }
-            if (allowBookmarks) {
-              yield* Effect.sleep(bookmarkInterval).pipe(
-                Effect.zipRight(Effect.sync(bookmarkNow)),
-                Effect.forever,
-                Effect.forkScoped
-              )
-            }
-            yield* Effect.sleep(Duration.seconds(timeoutSeconds)).pipe(
-              Effect.zipRight(
-                Effect.sync(() => {
-                  // The apiserver sends one last bookmark just before it ends a watch at its timeout.
-                  if (allowBookmarks) bookmarkNow()
-                  offer(handle, { _tag: "End" })
-                })
-              ),
-              Effect.forkScoped
-            )
-            // The apiserver flushes the headers as a watch starts, so a quiet watch is still "open".
-            nodeResponse.flushHeaders()
-            // A client that hangs up ends its watch at once, as the apiserver notices a closed
-            // connection; otherwise it would count as open until the next write to it.
-            nodeResponse.once("close", () => Deferred.unsafeDone(handle.closed, Exit.void))
-            yield* SubscriptionRef.update(openWatchCount, (n) => n + 1)
-            return Stream.fromQueue(handle.queue).pipe(
-              Stream.takeWhile((item) => item._tag !== "End"),
-              Stream.mapEffect((item) =>
-                handle.gate.await.pipe(
-                  Effect.zipRight(
-                    item._tag === "Truncate"
-                      ? Effect.async<string>((resume) => {
-                        // Half a line, then the socket dies: the client sees a body cut mid-event.
-                        nodeResponse.write(item.text, () => {
-                          nodeResponse.socket?.destroy()
-                          resume(Effect.succeed(""))
-                        })
-                      })
-                      : Effect.succeed(item._tag === "Line" ? item.text : "")
-                  )
-                )
-              ),
-              Stream.filter((text) => text !== ""),
-              Stream.interruptWhen(Deferred.await(handle.closed))
-            )
-          })
+        const body = watchBody(
+          { store, watches, openWatchCount, bookmarkInterval, eventLine, bookmarkLine },
+          { ...request.right, timeoutSeconds },
+          selects(ctx, request.right.selectors),
+          NodeHttpServerRequest.toServerResponse(ctx.request)
         )
         const encoder = new TextEncoder()
         return HttpServerResponse.stream(Stream.map(body, (line) => encoder.encode(line)), {
