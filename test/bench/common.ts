@@ -268,3 +268,20 @@ export const measureStorm = async (
     }
   }
 }
+
+/** The most resident memory the process has had, in MB (the kernel's high-water mark). */
+export const peakRssMB = (): number => process.resourceUsage().maxRSS / 1024
+
+/**
+ * The scale scenario's figures: time and CPU to synced, heap per cached object (after a full
+ * collection, less the heap before the start), and the peak RSS, which includes the list's bytes
+ * and parse garbage that the settled heap no longer shows.
+ */
+export const scaleFigures = async (
+  n: number,
+  timed: { readonly ms: number; readonly cpuMs: number },
+  heapBefore: number
+): Promise<Record<string, number>> => {
+  const heapAfter = await settledHeap()
+  return { ...timed, perObject: (heapAfter - heapBefore) / n, peakRssMB: peakRssMB() }
+}

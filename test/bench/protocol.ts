@@ -3,7 +3,8 @@
  */
 import type { DataShape } from "./data.ts"
 
-export type Scenario = "sync" | "tp" | "heap" | "fanout" | "storm" | "lat"
+/** `scale` is sync and heap at once on a larger N (the runner's `--scale-n`), with the peak RSS. */
+export type Scenario = "sync" | "tp" | "heap" | "fanout" | "storm" | "lat" | "scale"
 
 /**
  * Fan-out variants: no subscriber, 10,000 idle `changes` streams on other names, 10,000 idle

@@ -13,6 +13,7 @@
  *   npm run bench -- --snapshot sw@20 --only storm   # what grows during the reconnect storm
  *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
  *   npm run bench -- --only sync --no-apiserver      # without the real kube-apiserver rows
+ *   npm run bench -- --only sync,heap,scale          # N and 10 × N (`--scale-n`): linear or not
  *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
  *
  * The sync scenario also runs every program against a real kube-apiserver 1.20.2 on etcd when
@@ -72,9 +73,12 @@ const shape: DataShape = {
   latencyRate: num("latency-rate", 1_000, 1_000)
 }
 const idleSubscribers = num("idle", 10_000, 2_000)
+/** The scale scenario's N: sync and heap again at ten times the size, to see they stay linear. */
+const scaleN = num("scale-n", shape.n * 10, shape.n * 10)
+const scaleShape: DataShape = { ...shape, n: scaleN }
 const rounds = num("rounds", 5, 2)
 const childTimeoutMs = num("timeout", 600_000, 300_000)
-const allScenarios: ReadonlyArray<Scenario> = ["sync", "tp", "heap", "fanout", "storm", "lat"]
+const allScenarios: ReadonlyArray<Scenario> = ["sync", "tp", "heap", "fanout", "storm", "lat", "scale"]
 const scenarios = (option("only")?.split(",") ?? allScenarios) as ReadonlyArray<Scenario>
 for (const s of scenarios) {
   if (!allScenarios.includes(s)) throw new Error(`unknown scenario ${s}; one of ${allScenarios.join(", ")}`)
@@ -232,7 +236,7 @@ const runChild = (
     scenario,
     url,
     namespace,
-    shape,
+    shape: scenario === "scale" ? scaleShape : shape,
     pageSize: entry.pageSize,
     ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
     ...(entry.slim === true ? { slim: true } : {}),
@@ -318,7 +322,9 @@ const tableOf = (
   entries: ReadonlyArray<Entry>,
   results: Results,
   /** Lines under the table: what a group of rows ran against, or why it did not run. */
-  below: ReadonlyArray<string> = []
+  below: ReadonlyArray<string> = [],
+  /** The run's earlier scenarios: the scale table compares with sync and heap at N. */
+  earlier: Partial<Record<Scenario, Results>> = {}
 ): Table => {
   // The floor on the same Node and the same server.
   const floorOf = (e: Entry) => `floor@${e.program.nodeName}${e.real === true ? "/real" : ""}`
@@ -557,6 +563,53 @@ const tableOf = (
         lines
       }
     }
+    case "scale": {
+      lines.push(
+        row([
+          "program",
+          `ms to synced, median (min–max)`,
+          `× ${fmt(scaleN / shape.n, 1)} × its N = ${fmt(shape.n)} time`,
+          "CPU ms, median",
+          "heap bytes per cached object, median",
+          `× its N = ${fmt(shape.n)} figure`,
+          "peak RSS MB, median (max)",
+          "target: both ≤ 1.1 (linear)",
+          "runs"
+        ]),
+        "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
+      )
+      const sync = earlier.sync ?? new Map()
+      const heap = earlier.heap ?? new Map()
+      for (const e of entries) {
+        const ms = figure(results, e.key, "ms")
+        const perObject = figure(results, e.key, "perObject")
+        const rss = figure(results, e.key, "peakRssMB")
+        // Linear: k times the objects in k times the time, at the same heap per object.
+        const rTime = ratio(median(ms), (scaleN / shape.n) * median(figure(sync, e.key, "ms")))
+        const rHeap = ratio(median(perObject), median(figure(heap, e.key, "perObject")))
+        const judged = e.program.client === "sandboxWatch" && Number.isFinite(rTime) && Number.isFinite(rHeap)
+        lines.push(
+          row([
+            e.label,
+            spread(ms, 1),
+            fmt(rTime, 2),
+            fmt(median(figure(results, e.key, "cpuMs"))),
+            fmt(median(perObject)),
+            fmt(rHeap, 2),
+            rss.length === 0 ? "—" : `${fmt(median(rss))} (${fmt(Math.max(...rss))})`,
+            judged ? verdict(rTime <= 1.1 && rHeap <= 1.1) : "",
+            String(runs(e))
+          ])
+        )
+      }
+      if (earlier.sync === undefined || earlier.heap === undefined) {
+        lines.push("", "The ratios need the sync and heap scenarios in the same run (`--only sync,heap,scale`).")
+      }
+      return {
+        title: `7. Scale: N = ${fmt(scaleN)} (replay server): time to synced, heap per object and peak RSS`,
+        lines
+      }
+    }
   }
 }
 
@@ -726,6 +779,8 @@ const main = async () => {
 
   const t0 = Date.now()
   const server = await Server.start(shape)
+  /** The scale scenario's own replay server (N = `scaleN`), up only while it runs. */
+  let scaleServer: Server.ReplayServer | undefined
   for (const scenario of scenarios) if (scenario === "tp" || scenario === "lat") server.prepare(scenario)
   if (scenarios.includes("fanout")) server.prepare("hot")
   console.log(`Replay server at ${server.url}; data serialized in ${((Date.now() - t0) / 1000).toFixed(1)} s.\n`)
@@ -733,6 +788,7 @@ const main = async () => {
   const tables: Array<Table> = []
   const failures: Array<string> = []
   const all: Record<string, Record<string, Array<Record<string, number>>>> = {}
+  const resultsOf: Partial<Record<Scenario, Results>> = {}
   // An interrupt must leave no child, etcd or kube-apiserver running.
   const interrupted = (signal: NodeJS.Signals) => {
     process.stderr.write(`\n${signal}: stopping the children and servers\n`)
@@ -745,6 +801,7 @@ const main = async () => {
     for (const scenario of scenarios) {
       // Up only while the sync scenario runs, so it does not weigh on the others.
       const real = scenario === "sync" ? await realServerFor(failures) : undefined
+      if (scenario === "scale") scaleServer = await Server.start(scaleShape)
       const realTarget = real?.server?.target
       const entries = entriesOf(scenario, realTarget !== undefined)
       const results: Results = new Map()
@@ -760,7 +817,11 @@ const main = async () => {
               const result = await runChild(
                 entry,
                 scenario,
-                entry.real === true && realTarget !== undefined ? realTarget : server.url
+                entry.real === true && realTarget !== undefined
+                  ? realTarget
+                  : scenario === "scale" && scaleServer !== undefined
+                  ? scaleServer.url
+                  : server.url
               )
               const list = results.get(entry.key) ?? []
               list.push(result.figures)
@@ -782,15 +843,19 @@ const main = async () => {
       } finally {
         await stopRealServer?.()
         stopRealServer = undefined
+        await scaleServer?.close()
+        scaleServer = undefined
       }
       all[scenario] = Object.fromEntries(results)
-      const table = tableOf(scenario, entries, results, real === undefined ? [] : [real.below])
+      resultsOf[scenario] = results
+      const table = tableOf(scenario, entries, results, real === undefined ? [] : [real.below], resultsOf)
       tables.push(table)
       console.log(`## ${table.title}\n\n${table.lines.join("\n")}\n`)
       for (const note of notes) console.log(`- ${note}`)
     }
   } finally {
     await stopRealServer?.()
+    await scaleServer?.close()
     await server.close()
     process.off("SIGINT", interrupted)
     process.off("SIGTERM", interrupted)

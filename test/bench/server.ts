@@ -6,7 +6,7 @@
  *
  * | mode | list | watch |
  * |---|---|---|
- * | `sync`, `heap` | N objects, whole or paged | held open, silent |
+ * | `sync`, `heap`, `scale` | N objects, whole or paged | held open, silent |
  * | `tp` | N objects | after `go`: M `MODIFIED` of random names, a `BOOKMARK` every 1,000, as fast as the client reads; then ends |
  * | `hot` | N objects | the same over the first `hot` names only |
  * | `storm` | N objects | after `go`: one `MODIFIED` then the end, `storm` times over; then held open |
@@ -248,7 +248,7 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
         return
       }
       default:
-        return // sync, heap: held open, silent
+        return // sync, heap, scale: held open, silent
     }
   }
 

@@ -16,6 +16,7 @@ import {
   measureEvents,
   measureStorm,
   now,
+  scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
@@ -101,17 +102,21 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
       }
     })
 
-  const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
-  if (p.scenario === "sync") await window.start()
+  const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? await settledHeap() : 0
+  const timedWindow = p.scenario === "sync" || p.scenario === "scale"
+  if (timedWindow) await window.start()
   const started = now()
   const c0 = cpuMs()
   void informer.start()
   await synced
   const syncedAt = now()
-  if (p.scenario === "sync") await window.stop()
+  const syncCpu = cpuMs() - c0
+  if (timedWindow) await window.stop()
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: syncedAt - started, cpuMs: cpuMs() - c0 } }
+      return { figures: { ms: syncedAt - started, cpuMs: syncCpu } }
+    case "scale":
+      return { figures: await scaleFigures(shape.n, { ms: syncedAt - started, cpuMs: syncCpu }, heapBefore) }
     case "heap": {
       const heapAfter = await settledHeap()
       await snapshotIfAsked()

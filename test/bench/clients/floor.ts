@@ -16,6 +16,7 @@ import {
   measureEvents,
   measureStorm,
   now,
+  scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
@@ -182,15 +183,17 @@ const reached = (
 export const run = async (p: ChildParams): Promise<ChildResult> => {
   const { shape } = p
   const secrets = apiServerSecrets(p)
-  const heapBefore = p.scenario === "heap" ? await settledHeap() : 0
-  if (p.scenario === "sync") await window.start()
+  const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? await settledHeap() : 0
+  const timedWindow = p.scenario === "sync" || p.scenario === "scale"
+  if (timedWindow) await window.start()
   const started = now()
   const c0 = cpuMs()
   const floor = new Floor(p.url, p.namespace, secrets)
   floor.slim = p.slim === true
   await floor.list(p.pageSize)
   const synced = now()
-  if (p.scenario === "sync") await window.stop()
+  const syncCpu = cpuMs() - c0
+  if (timedWindow) await window.stop()
   if (floor.cache.size !== shape.n) throw new Error(`listed ${floor.cache.size} Sandboxes, expected ${shape.n}`)
   const watching = floor.watch()
   watching.catch((error: unknown) => {
@@ -199,7 +202,9 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   })
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: synced - started, cpuMs: cpuMs() - c0 } }
+      return { figures: { ms: synced - started, cpuMs: syncCpu } }
+    case "scale":
+      return { figures: await scaleFigures(shape.n, { ms: synced - started, cpuMs: syncCpu }, heapBefore) }
     case "heap": {
       const heapAfter = await settledHeap()
       await snapshotIfAsked()

@@ -21,6 +21,7 @@ import {
   hrtimeNs,
   latencyFigures,
   now,
+  scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
@@ -97,8 +98,8 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           )
       )
     )
-    const heapBefore = p.scenario === "heap" ? yield* Effect.promise(settledHeap) : 0
-    if (p.scenario === "sync") yield* Effect.promise(window.start)
+    const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? yield* Effect.promise(settledHeap) : 0
+    if (p.scenario === "sync" || p.scenario === "scale") yield* Effect.promise(window.start)
     const started = now()
     const c0 = cpuMs()
     const context = yield* Layer.build(layer)
@@ -156,6 +157,15 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
         const cpu = cpuMs() - c0
         yield* Effect.promise(window.stop)
         return { figures: { ms, cpuMs: cpu } }
+      }
+      case "scale": {
+        yield* watch.synced
+        const ms = now() - started
+        const cpu = cpuMs() - c0
+        yield* Effect.promise(window.stop)
+        const figures = yield* Effect.promise(() => scaleFigures(shape.n, { ms, cpuMs: cpu }, heapBefore))
+        const health = yield* watch.health
+        return { figures, ...(health.cached === shape.n ? {} : { note: `cached ${health.cached} of ${shape.n}` }) }
       }
       case "heap": {
         yield* watch.synced
