@@ -2,12 +2,14 @@
  * Where a watch resume's CPU goes: the same N resumes (a watch that sends one event and ends),
  * measured through three layers in one process against a loopback server:
  *   raw       — @effect/platform's HttpClient: execute, drain the body
+ *   undici    — undici's own request on a keep-alive Agent, in two Effect.async steps
  *   client    — KubeClient.watch, drained
  *   watch     — SandboxWatch (list once, then N resumes)
  * Run: npx tsx scratchpad/resumeCost.ts [N]
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
+import { Agent, type Dispatcher } from "@effect/platform-node/Undici"
 import { Effect, Layer, Stream } from "effect"
 import * as http from "node:http"
 import * as KubeClient from "../src/KubeClient.ts"
@@ -64,6 +66,24 @@ const raw = Effect.gen(function*() {
   }
 }).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici))
 
+// undici's own request on one keep-alive Agent, one Effect.async per request and one per body.
+const agent = new Agent({ keepAliveTimeout: 30_000 })
+const undiciOnly = Effect.gen(function*() {
+  for (let i = 0; i < N; i++) {
+    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
+      agent.request({ origin: url, path, method: "GET" }).then(
+        (response) => resume(Effect.succeed(response.body)),
+        (error: Error) => resume(Effect.fail(error))
+      )
+    })
+    yield* Effect.async<void, Error>((resume) => {
+      body.on("data", () => undefined)
+      body.once("end", () => resume(Effect.void))
+      body.once("error", (error) => resume(Effect.fail(error)))
+    })
+  }
+})
+
 const viaClient = Effect.gen(function*() {
   const client = yield* KubeClient.KubeClient
   for (let i = 0; i < N; i++) {
@@ -87,6 +107,7 @@ const viaWatch = Effect.gen(function*() {
 
 for (let round = 0; round < 3; round++) {
   await measure("raw", () => Effect.runPromise(Effect.orDie(raw)))
+  await measure("undici", () => Effect.runPromise(Effect.orDie(undiciOnly)))
   await measure("client", () => Effect.runPromise(Effect.orDie(viaClient)))
   await measure("watch", () => Effect.runPromise(viaWatch))
 }

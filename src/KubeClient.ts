@@ -3,13 +3,8 @@
  * events) and the writes a test or a demo operator needs. Nothing in it knows about Sandboxes:
  * a resource is a value and an object is whatever `Schema` the caller hands in.
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
-import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import type { HttpMethod } from "@effect/platform/HttpMethod"
-// The very `undici` that platform-node's client runs on (platform-node re-exports it), so the
-// Agent type matches `makeUndici` and no undeclared dependency is imported.
+// The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
+// undeclared dependency is imported.
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
 import type { Scope } from "effect"
 import {
@@ -31,6 +26,8 @@ import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts
 import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
+import type { Answer, BodyReader, Outgoing } from "./internal/undiciExchange.ts"
+import { headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
@@ -141,7 +138,8 @@ export interface KubeClientService {
 export class KubeClient extends Context.Tag("sandbox-watch/KubeClient")<KubeClient, KubeClientService>() {}
 
 // -------------------------------------------------------------------------------------------------
-// Implementation: undici (through `@effect/platform-node`'s client) over one keep-alive Agent.
+// Implementation: undici over one keep-alive Agent (`internal/undiciExchange.ts` says why not the
+// platform's HttpClient).
 // -------------------------------------------------------------------------------------------------
 
 /** Options of `make` and `layerWith`. */
@@ -438,9 +436,11 @@ const watchQuery = (options: WatchOptions): string =>
   ])
 
 interface Sent {
-  readonly response: HttpClientResponse.HttpClientResponse
+  readonly answer: Answer
   readonly secret: string | undefined
 }
+
+type HttpMethod = Outgoing["method"]
 
 /** The service over a connection and an HTTP client (the client's lifetime is the caller's). */
 interface Limits {
@@ -451,16 +451,13 @@ interface Limits {
 
 const makeService = (
   connection: ClusterConnection,
-  http: {
-    readonly execute: (
-      request: HttpClientRequest.HttpClientRequest
-    ) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpClientError.HttpClientError>
-  },
+  dispatcher: Dispatcher,
   { bodyTimeout, headersTimeout, maxLineBytes }: Limits
 ): KubeClientService => {
   const server = connection.server
-  // Interrupting the platform's request or body read aborts the request, so a deadline frees the
-  // connection as well as the caller.
+  const target = targetOf(server)
+  // Interrupting a request or a body read aborts the request, so a deadline frees the connection
+  // as well as the caller.
   const headersDeadline = Duration.format(headersTimeout)
   const bodyDeadline = Duration.format(bodyTimeout)
 
@@ -482,24 +479,35 @@ const makeService = (
       ),
       (authorization) => {
         const secret = secretOf(authorization)
-        let request = HttpClientRequest.make(method)(server + path, {
-          headers: { accept: "application/json", "user-agent": UserAgent }
-        })
-        if (Option.isSome(authorization)) {
-          request = HttpClientRequest.setHeader(request, "authorization", Redacted.value(authorization.value))
-        }
-        if (body !== undefined) request = HttpClientRequest.bodyText(request, body.text, body.contentType)
-        return http.execute(request).pipe(
-          Effect.mapError((error) =>
-            requestFailed({ method, path, server, cause: error.cause ?? error.reason, secret })
-          ),
+        // A client span until the answer's headers, its context passed on as W3C `traceparent` (as
+        // the platform's client does), without the header values as attributes.
+        return Effect.useSpan(`http.client ${method}`, {
+          kind: "client",
+          captureStackTrace: false,
+          attributes: { "http.request.method": method, "server.address": target.origin, "url.path": path }
+        }, (span) => {
+          const headers: Record<string, string> = {
+            accept: "application/json",
+            "user-agent": UserAgent,
+            traceparent: `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+          }
+          if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
+          if (body !== undefined) headers["content-type"] = body.contentType
+          const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
+          return Effect.tap(
+            Effect.withParentSpan(sendOn(dispatcher, target, outgoing), span),
+            (answer) => span.attribute("http.response.status_code", answer.status)
+          )
+        }).pipe(
+          Effect.mapError((cause) => requestFailed({ method, path, server, cause, secret })),
           Effect.timeoutFail({
             duration: headersTimeout,
             onTimeout: () => deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
           }),
-          Effect.flatMap((response) => response.status >= 200 && response.status < 300
-            ? Effect.succeed<Sent>({ response, secret })
-            : failWithStatus(method, path, response, secret)
+          Effect.flatMap((answer) =>
+            answer.status >= 200 && answer.status < 300
+              ? Effect.succeed<Sent>({ answer, secret })
+              : failWithStatus(method, path, answer, secret)
           )
         )
       }
@@ -508,19 +516,22 @@ const makeService = (
   const failWithStatus = (
     method: string,
     path: string,
-    response: HttpClientResponse.HttpClientResponse,
+    answer: Answer,
     secret: string | undefined
   ): Effect.Effect<never, KubeClientError> =>
     Effect.gen(function*() {
       // A body that breaks off or stalls still leaves the status code to speak.
-      const body = yield* Effect.orElseSucceed(Effect.timeout(response.text, bodyTimeout), () => "")
+      const body = yield* Effect.orElseSucceed(
+        Effect.timeout(Effect.map(readAll(answer.body), (bytes) => decodeBody(bytes, false)), bodyTimeout),
+        () => ""
+      )
       const nowMillis = yield* Clock.currentTimeMillis
       const error = statusError({
         method,
         path,
-        code: response.status,
-        contentType: response.headers["content-type"],
-        retryAfter: response.headers["retry-after"],
+        code: answer.status,
+        contentType: headerValue(answer, "content-type"),
+        retryAfter: headerValue(answer, "retry-after"),
         body,
         nowMillis,
         secret
@@ -530,13 +541,16 @@ const makeService = (
       return yield* Effect.fail(error)
     })
 
+  /** A whole body, the body destroyed (its connection closed) if the read is cut short. */
+  const readAll = (body: BodyReader): Effect.Effect<Buffer, unknown> =>
+    Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard()))
+
   /** A whole body's bytes, under the body deadline. */
   const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
     Effect.mapError(
-      sent.response.arrayBuffer,
-      (error) => bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
+      readAll(sent.answer.body),
+      (cause) => bodyBroke({ method, path, server, cause, secret: sent.secret })
     ).pipe(
-      Effect.map((buffer) => Buffer.from(buffer)),
       Effect.timeoutFail({
         duration: bodyTimeout,
         onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
@@ -544,15 +558,7 @@ const makeService = (
     )
 
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
-    Effect.mapError(
-      sent.response.text,
-      (error) => bodyBroke({ method, path, server, cause: error.cause ?? error.reason, secret: sent.secret })
-    ).pipe(
-      Effect.timeoutFail({
-        duration: bodyTimeout,
-        onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
-      })
-    )
+    Effect.map(readBody(method, path, sent), (bytes) => decodeBody(bytes, false))
 
   /** A write or a get: JSON (or nothing) back. */
   const json = (
@@ -664,16 +670,19 @@ const makeService = (
     return Stream.unwrapScoped(
       Effect.gen(function*() {
         const span = yield* Effect.makeSpanScoped("KubeClient.watch", {
+          // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
+          captureStackTrace: false,
           attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
         })
         const sent = yield* Effect.withParentSpan(send("GET", path), span)
-        return sent.response.stream.pipe(
-          // The response stream aborts the request when it ends or is interrupted.
-          Stream.mapError((error) =>
-            bodyBroke({ method: "GET", path, server, cause: error.cause ?? error.reason, secret: sent.secret })
-          ),
-          decodeLines(maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
+        const body = sent.answer.body
+        // However the stream ends, an unfinished body is destroyed: that aborts the watch.
+        yield* Effect.addFinalizer(() => Effect.sync(() => body.discard()))
+        const read = Effect.mapError(
+          body.next,
+          (cause) => bodyBroke({ method: "GET", path, server, cause, secret: sent.secret })
         )
+        return decodeLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
       })
     )
   }
@@ -721,7 +730,7 @@ export const make = (
     }
     const connection = yield* KubeConfig
     const agent = yield* makeAgent(connection)
-    return makeService(connection, NodeHttpClient.makeUndici(agent), {
+    return makeService(connection, agent, {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
       bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout)

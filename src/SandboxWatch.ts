@@ -430,7 +430,12 @@ export const make = (
             )
           }
         )
-      }).pipe(Effect.withSpan("SandboxWatch.watch", { attributes: { ...annotations, resourceVersion } }))
+      }).pipe(
+        Effect.withSpan("SandboxWatch.watch", {
+          captureStackTrace: false,
+          attributes: { ...annotations, resourceVersion }
+        })
+      )
 
     /**
      * The loop's one pull: rounds (a list when the state needs one, then a watch) run until one

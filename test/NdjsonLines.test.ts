@@ -91,37 +91,38 @@ const numbers: LineHandler<number, string> = {
   onTooLong: (limit) => `too long (${limit})`
 }
 
+/** A body's reads: each chunk in turn, then its clean end (`null`) or `failure`. */
+const readsOf = (chunks: ReadonlyArray<string>, failure?: string): Effect.Effect<Uint8Array | null, string> => {
+  let next = 0
+  return Effect.suspend(() => {
+    if (next < chunks.length) return Effect.succeed(bytes(chunks[next++]!))
+    return failure === undefined ? Effect.succeed(null) : Effect.fail(failure)
+  })
+}
+
 describe("decodeLines", () => {
-  it.effect("emits one chunk per network chunk, all lines of it together", () =>
+  it.effect("emits one chunk per read, all lines of it together; a read that completes no line emits nothing", () =>
     Effect.gen(function*() {
-      const chunks = yield* Stream.make(bytes("1\n2\n3\n"), bytes("4\n5"), bytes("\n")).pipe(
-        Stream.rechunk(1),
-        decodeLines(100, numbers),
+      const chunks = yield* decodeLines(readsOf(["1\n2\n3\n", "4\n5", "\n", "6", "7\n"]), 100, numbers).pipe(
         Stream.chunks,
         Stream.map(Chunk.toReadonlyArray),
         Stream.runCollect
       )
-      expect(Chunk.toReadonlyArray(chunks)).toEqual([[1, 2, 3], [4], [5]])
+      expect(Chunk.toReadonlyArray(chunks)).toEqual([[1, 2, 3], [4], [5], [67]])
     }))
 
   it.effect("hands the rest after the last newline to onEnd on a clean end", () =>
     Effect.gen(function*() {
-      const good = yield* Stream.make(bytes("1\n9")).pipe(decodeLines(100, numbers), Stream.runCollect)
+      const good = yield* Stream.runCollect(decodeLines(readsOf(["1\n9"]), 100, numbers))
       expect(Chunk.toReadonlyArray(good)).toEqual([1, 9])
-      const cut = yield* Stream.make(bytes("1\n{\"ty")).pipe(
-        decodeLines(100, numbers),
-        Stream.runCollect,
-        Effect.either
-      )
+      const cut = yield* decodeLines(readsOf(["1\n{\"ty"]), 100, numbers).pipe(Stream.runCollect, Effect.either)
       expect(cut).toEqual(Either.left("ended mid-line: {\"ty"))
     }))
 
-  it.effect("passes an upstream failure through and never hands on the partial line", () =>
+  it.effect("passes a failed read through and never hands on the partial line", () =>
     Effect.gen(function*() {
       const seen: Array<number> = []
-      const result = yield* Stream.make(bytes("1\n2\n3")).pipe(
-        Stream.concat(Stream.fail("connection reset")),
-        decodeLines(100, numbers),
+      const result = yield* decodeLines(readsOf(["1\n2\n3"], "connection reset"), 100, numbers).pipe(
         Stream.runForEach((n) => Effect.sync(() => seen.push(n))),
         Effect.either
       )
@@ -129,11 +130,10 @@ describe("decodeLines", () => {
       expect(result).toEqual(Either.left("connection reset"))
     }))
 
-  it.effect("emits what a chunk yielded before a bad line, then fails", () =>
+  it.effect("emits what a read yielded before a bad line, then fails, and reads no further", () =>
     Effect.gen(function*() {
       const seen: Array<number> = []
-      const result = yield* Stream.make(bytes("1\n2\nx\n3\n")).pipe(
-        decodeLines(100, numbers),
+      const result = yield* decodeLines(readsOf(["1\n2\nx\n3\n", "4\n"]), 100, numbers).pipe(
         Stream.runForEach((n) => Effect.sync(() => seen.push(n))),
         Effect.either
       )
@@ -143,19 +143,25 @@ describe("decodeLines", () => {
 
   it.effect("fails with onTooLong when a line passes the cap", () =>
     Effect.gen(function*() {
-      const result = yield* Stream.make(bytes("1\n"), bytes("123456789")).pipe(
-        decodeLines(8, numbers),
+      const result = yield* decodeLines(readsOf(["1\n", "123456789"]), 8, numbers).pipe(
         Stream.runCollect,
         Effect.either
       )
       expect(result).toEqual(Either.left("too long (8)"))
     }))
 
-  it.effect("starts afresh on every run of the stream", () =>
+  it.effect("starts a fresh line splitter on every run of the stream", () =>
     Effect.gen(function*() {
-      const stream = Stream.make(bytes("1\n2")).pipe(decodeLines(100, { ...numbers, onEnd: () => undefined }))
-      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([1])
-      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([1])
+      let runs = 0
+      // Each run's reads: a line left incomplete by the first run must not reach the second.
+      const read = Effect.suspend(() => (runs++ === 0 ? Effect.succeed(bytes("1\n2")) : Effect.succeed(null)))
+      const stream = decodeLines(read, 100, {
+        ...numbers,
+        onEnd: (rest, out) => void (rest === "" ? undefined : out.push(Number(rest)))
+      })
+      const first = yield* stream.pipe(Stream.take(1), Stream.runCollect)
+      expect(Chunk.toReadonlyArray(first)).toEqual([1])
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([])
     }))
 })
 

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Cause, Channel, Chunk, Stream } from "effect"
+import { Chunk, Effect, Option, Stream } from "effect"
 
 const NEWLINE = 10
 
@@ -126,50 +126,62 @@ export interface LineHandler<A, E> {
 }
 
 /**
- * Bytes to whatever the handler makes of each line, one output `Chunk` per network chunk. An
- * upstream failure passes through as it is: the line in progress is dropped, never handed on. Items
- * a chunk yielded before a line failed are emitted before the failure.
+ * A body's lines as whatever the handler makes of them: `read` gives the body's next bytes (all
+ * that arrived since the last read) or `null` at its clean end, and each read becomes one output
+ * `Chunk` in one synchronous step (bytes → lines → items), with no stream stage per network read.
+ * A read that completes no line emits nothing and reads again. A failed read passes through as it
+ * is: the line in progress is dropped, never handed on. Items a read yielded before a line failed
+ * are emitted before the failure.
  */
-export const decodeLines = <A, E>(
+export const decodeLines = <A, E, E2, R>(
+  read: Effect.Effect<Uint8Array | null, E2, R>,
   maxLineBytes: number,
   handler: LineHandler<A, E>,
   decodeLine?: (bytes: Buffer, start: number, end: number) => string
-) =>
-<E2, R>(self: Stream.Stream<Uint8Array, E2, R>): Stream.Stream<A, E | E2, R> =>
-  Stream.pipeThroughChannel(
-    self,
-    Channel.suspend(() => {
-      const splitter = new LineSplitter(maxLineBytes, decodeLine)
-      const emitThen = <X>(
-        out: Array<A>,
-        next: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, X, unknown>
-      ) => out.length === 0 ? next : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), next)
-      const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<Uint8Array>, E | E2, E2, unknown, unknown> = Channel
-        .readWithCause({
-          onInput: (input: Chunk.Chunk<Uint8Array>) => {
-            const out: Array<A> = []
-            let error: E | undefined = undefined
-            const onLine = (line: string): boolean => {
+): Stream.Stream<A, E | E2, R> =>
+  Stream.suspend(() => {
+    const splitter = new LineSplitter(maxLineBytes, decodeLine)
+    let finished = false
+    /** A failure found after items the same read yielded: reported on the next pull. */
+    let failNext: E | undefined = undefined
+    const end = Effect.fail(Option.none())
+    const pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.suspend(() => {
+      if (failNext !== undefined) {
+        const error = failNext
+        failNext = undefined
+        return Effect.fail(Option.some(error))
+      }
+      if (finished) return end
+      return Effect.matchEffect(read, {
+        onFailure: (error) => {
+          finished = true
+          return Effect.fail(Option.some(error))
+        },
+        onSuccess: (bytes) => {
+          const out: Array<A> = []
+          let error: E | undefined = undefined
+          if (bytes === null) {
+            finished = true
+            error = handler.onEnd(splitter.end(), out)
+          } else {
+            const result = splitter.push(bytes, (line) => {
               error = handler.onLine(line, out)
               return error === undefined
-            }
-            for (const bytes of input) {
-              const result = splitter.push(bytes, onLine)
-              if (result === "tooLong") return emitThen(out, Channel.fail(handler.onTooLong(maxLineBytes)))
-              if (result === "stopped") return emitThen(out, Channel.fail(error as E))
-            }
-            return emitThen(out, loop)
-          },
-          onFailure: (cause: Cause.Cause<E2>) => Channel.failCause(cause),
-          onDone: () => {
-            const out: Array<A> = []
-            const error = handler.onEnd(splitter.end(), out)
-            return emitThen(out, error === undefined ? Channel.void : Channel.fail(error))
+            })
+            if (result === "tooLong") error = handler.onTooLong(maxLineBytes)
           }
-        })
-      return loop
+          if (error !== undefined) {
+            finished = true
+            if (out.length === 0) return Effect.fail(Option.some(error))
+            failNext = error
+          }
+          if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
+          return finished ? end : pull
+        }
+      })
     })
-  )
+    return Stream.repeatEffectChunkOption(pull)
+  })
 
 /** A short, single-line rendering of what arrived, for an error a person reads. */
 export const excerpt = (text: string, max = 200): string => {

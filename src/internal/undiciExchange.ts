@@ -1,0 +1,182 @@
+/**
+ * One HTTP exchange on an undici `Dispatcher`, as Effects: send a request and get its status and
+ * headers, then read the body whole or chunk by chunk.
+ *
+ * Why not `@effect/platform`'s `HttpClient` (which runs on the same undici): per request it builds
+ * a span with every header as an attribute, parses the URL again, registers the response with a
+ * `FinalizationRegistry` and aborts an `AbortController` at the end of every body (a `DOMException`
+ * each time); per body chunk its `Stream` adds channel stages. A watch resume is one request, so
+ * that was most of what a resume cost: 0.45–0.86 ms of CPU per request through it, against
+ * 0.05–0.12 ms for the same request here (`npx tsx scratchpad/resumeCost.ts`, rows `raw` and
+ * `undici`). Deadlines stay with the caller (`Effect.timeoutFail`, so tests drive them with
+ * `TestClock`); an interrupt aborts the request or destroys the body, which frees the connection.
+ *
+ * @internal
+ */
+import type { Dispatcher } from "@effect/platform-node/Undici"
+import { Effect } from "effect"
+import type { Readable } from "node:stream"
+
+export interface Outgoing {
+  readonly method: Dispatcher.HttpMethod
+  /** The path after the server's own (`/apis/...?...`). */
+  readonly path: string
+  readonly headers: Record<string, string>
+  readonly body?: string
+}
+
+/** An answer whose status and headers have arrived; its body is read with a `BodyReader`. */
+export interface Answer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  readonly body: BodyReader
+}
+
+/** One header's value (the first, when a server repeated it). */
+export const headerValue = (answer: Answer, name: string): string | undefined => {
+  const value = answer.headers[name]
+  return typeof value === "string" ? value : value?.[0]
+}
+
+/** Where requests go: the server's origin, and the path prefix a server URL may carry (Rancher's `/k8s/clusters/<id>`). */
+export interface Target {
+  readonly origin: string
+  readonly pathPrefix: string
+}
+
+export const targetOf = (server: string): Target => {
+  const url = new URL(server)
+  return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") }
+}
+
+/**
+ * Sends `request`; succeeds once the status and headers are in, fails with what undici threw (the
+ * caller describes it). Interrupted before then, the request is aborted.
+ */
+export const send = (
+  dispatcher: Dispatcher,
+  target: Target,
+  request: Outgoing
+): Effect.Effect<Answer, unknown> =>
+  Effect.async<Answer, unknown>((resume) => {
+    const abort = new AbortController()
+    let interrupted = false
+    dispatcher.request({
+      origin: target.origin,
+      path: target.pathPrefix + request.path,
+      method: request.method,
+      headers: request.headers,
+      body: request.body ?? null,
+      signal: abort.signal,
+      // The caller's deadlines, on the Effect clock, govern; undici's own (300 s) would only
+      // race them.
+      headersTimeout: 0,
+      bodyTimeout: 0
+    }).then(
+      (data) => {
+        const body = new BodyReader(data.body)
+        // The answer came as the caller let go: nobody will read it.
+        if (interrupted) return body.discard()
+        resume(Effect.succeed({ status: data.statusCode, headers: data.headers, body }))
+      },
+      (error: unknown) => {
+        if (!interrupted) resume(Effect.fail(error))
+      }
+    )
+    return Effect.sync(() => {
+      interrupted = true
+      abort.abort()
+    })
+  })
+
+/** The body ended before the server finished it, with no error of its own (a socket closed early). */
+export class BodyClosedEarly extends Error {
+  constructor() {
+    super("the connection closed before the body ended")
+  }
+}
+
+/**
+ * A body read in paused mode: `next` takes everything buffered at once (one network read or
+ * several, as one Buffer), or waits for more. Listeners stay on for the body's life, so an error
+ * between two reads is kept for the next one rather than thrown as an unhandled `error` event.
+ */
+export class BodyReader {
+  private failure: unknown = undefined
+  private ended = false
+  private closed = false
+  private wake: (() => void) | undefined = undefined
+
+  constructor(private readonly stream: Readable) {
+    const notify = () => {
+      const wake = this.wake
+      this.wake = undefined
+      wake?.()
+    }
+    stream.on("readable", notify)
+    stream.once("end", () => {
+      this.ended = true
+      notify()
+    })
+    stream.once("error", (error: unknown) => {
+      this.failure = error
+      notify()
+    })
+    stream.once("close", () => {
+      this.closed = true
+      notify()
+    })
+  }
+
+  /** What is there now: bytes, `null` at the end of the body, or `undefined` to wait. Throws the body's error. */
+  private poll(): Buffer | null | undefined {
+    if (this.failure !== undefined) throw this.failure
+    const bytes = this.stream.read() as Buffer | null
+    if (bytes !== null) return bytes
+    if (this.ended) return null
+    if (this.closed) throw this.stream.errored ?? new BodyClosedEarly()
+    return undefined
+  }
+
+  /** The next bytes of the body, or `null` once it has ended cleanly. */
+  readonly next: Effect.Effect<Buffer | null, unknown> = Effect.async<Buffer | null, unknown>((resume) => {
+    const attempt = (): boolean => {
+      let bytes: Buffer | null | undefined
+      try {
+        bytes = this.poll()
+      } catch (error) {
+        resume(Effect.fail(error))
+        return true
+      }
+      if (bytes === undefined) return false
+      resume(Effect.succeed(bytes))
+      return true
+    }
+    if (attempt()) return
+    const retry = () => {
+      if (!attempt()) this.wake = retry
+    }
+    this.wake = retry
+    return Effect.sync(() => {
+      this.wake = undefined
+    })
+  })
+
+  /** The whole body, in one Buffer. */
+  readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => {
+    const parts: Array<Buffer> = []
+    let size = 0
+    const loop: Effect.Effect<Buffer, unknown> = Effect.flatMap(this.next, (bytes) => {
+      if (bytes === null) return Effect.succeed(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size))
+      parts.push(bytes)
+      size += bytes.length
+      return loop
+    })
+    return loop
+  })
+
+  /** Stops reading: an unfinished body is destroyed, which closes its connection (undici's way to abort it). */
+  discard(): void {
+    if (!this.ended) this.stream.destroy()
+  }
+}
