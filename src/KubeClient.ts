@@ -20,6 +20,7 @@ import {
   type Schema,
   Stream
 } from "effect"
+import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
 import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts"
@@ -27,7 +28,7 @@ import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.t
 import { decoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import type { Answer, BodyReader, Outgoing } from "./internal/undiciExchange.ts"
-import { headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
+import { HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
@@ -452,10 +453,12 @@ interface Limits {
 const makeService = (
   connection: ClusterConnection,
   dispatcher: Dispatcher,
+  timer: DeadlineTimer,
   { bodyTimeout, headersTimeout, maxLineBytes }: Limits
 ): KubeClientService => {
   const server = connection.server
   const target = targetOf(server)
+  const headersLimit = { timer, millis: Duration.toMillis(headersTimeout) }
   // Interrupting a request or a body read aborts the request, so a deadline frees the connection
   // as well as the caller.
   const headersDeadline = Duration.format(headersTimeout)
@@ -495,15 +498,15 @@ const makeService = (
           if (body !== undefined) headers["content-type"] = body.contentType
           const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
           return Effect.tap(
-            Effect.withParentSpan(sendOn(dispatcher, target, outgoing), span),
+            Effect.withParentSpan(sendOn(dispatcher, target, outgoing, headersLimit), span),
             (answer) => span.attribute("http.response.status_code", answer.status)
           )
         }).pipe(
-          Effect.mapError((cause) => requestFailed({ method, path, server, cause, secret })),
-          Effect.timeoutFail({
-            duration: headersTimeout,
-            onTimeout: () => deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
-          }),
+          Effect.mapError((cause) =>
+            cause instanceof HeadersDeadlinePassed
+              ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
+              : requestFailed({ method, path, server, cause, secret })
+          ),
           Effect.flatMap((answer) =>
             answer.status >= 200 && answer.status < 300
               ? Effect.succeed<Sent>({ answer, secret })
@@ -730,7 +733,10 @@ export const make = (
     }
     const connection = yield* KubeConfig
     const agent = yield* makeAgent(connection)
-    return makeService(connection, agent, {
+    // One fiber keeps every request's headers deadline, for as long as the client lives.
+    const timer = new DeadlineTimer(yield* Effect.clock)
+    yield* Effect.forkScoped(timer.run)
+    return makeService(connection, agent, timer, {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
       bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout)

@@ -8,14 +8,16 @@
  * each time); per body chunk its `Stream` adds channel stages. A watch resume is one request, so
  * that was most of what a resume cost: 0.45–0.86 ms of CPU per request through it, against
  * 0.05–0.12 ms for the same request here (`npx tsx scratchpad/resumeCost.ts`, rows `raw` and
- * `undici`). Deadlines stay with the caller (`Effect.timeoutFail`, so tests drive them with
- * `TestClock`); an interrupt aborts the request or destroys the body, which frees the connection.
+ * `undici`). The headers deadline is kept by the client's `DeadlineTimer` (on the `Clock`, so tests
+ * drive it with `TestClock`); an interrupt aborts the request or destroys the body, which frees the
+ * connection.
  *
  * @internal
  */
 import type { Dispatcher } from "@effect/platform-node/Undici"
 import { Effect } from "effect"
 import type { Readable } from "node:stream"
+import type { DeadlineTimer } from "./deadlineTimer.ts"
 
 export interface Outgoing {
   readonly method: Dispatcher.HttpMethod
@@ -49,18 +51,36 @@ export const targetOf = (server: string): Target => {
   return { origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, "") }
 }
 
+/** What `send` fails with when the status and headers did not come in time. */
+export class HeadersDeadlinePassed {
+  readonly _tag = "HeadersDeadlinePassed"
+}
+
+/** How long `send` waits for the status and headers, on which timer. */
+export interface HeadersDeadline {
+  readonly timer: DeadlineTimer
+  readonly millis: number
+}
+
 /**
  * Sends `request`; succeeds once the status and headers are in, fails with what undici threw (the
- * caller describes it). Interrupted before then, the request is aborted.
+ * caller describes it), or with `HeadersDeadlinePassed` when they took longer than `deadline`.
+ * Interrupted or out of time before then, the request is aborted.
  */
 export const send = (
   dispatcher: Dispatcher,
   target: Target,
-  request: Outgoing
+  request: Outgoing,
+  deadline: HeadersDeadline
 ): Effect.Effect<Answer, unknown> =>
   Effect.async<Answer, unknown>((resume) => {
     const abort = new AbortController()
     let interrupted = false
+    const armed = deadline.timer.arm(deadline.millis, () => {
+      interrupted = true
+      abort.abort()
+      resume(Effect.fail(new HeadersDeadlinePassed()))
+    })
     dispatcher.request({
       origin: target.origin,
       path: target.pathPrefix + request.path,
@@ -74,16 +94,19 @@ export const send = (
       bodyTimeout: 0
     }).then(
       (data) => {
+        armed.clear()
         const body = new BodyReader(data.body)
         // The answer came as the caller let go: nobody will read it.
         if (interrupted) return body.discard()
         resume(Effect.succeed({ status: data.statusCode, headers: data.headers, body }))
       },
       (error: unknown) => {
+        armed.clear()
         if (!interrupted) resume(Effect.fail(error))
       }
     )
     return Effect.sync(() => {
+      armed.clear()
       interrupted = true
       abort.abort()
     })

@@ -1,0 +1,117 @@
+/**
+ * Deadlines for every request of a client, kept by one fiber instead of one race per request.
+ *
+ * `Effect.timeoutFail` forks two fibers per request (the request and its sleep) and joins them:
+ * with a watch resumed hundreds of times a second, the headers deadline alone was about a seventh
+ * of a resume's CPU, and the fibers' FiberRefs copies a good part of what it allocated (the storm's
+ * allocation profile, `npm run bench -- --profile sw@20:storm --allocations`). Here a deadline is a
+ * node in a list, armed and cleared synchronously; one fiber sleeps on the `Clock` (so `TestClock`
+ * drives it in tests, as it drove `timeoutFail`) until the earliest one is due and fires it.
+ *
+ * Deadlines of one duration are armed in time order, so each duration has its own list (a lane),
+ * sorted by construction, and clearing one is an unlink. The fiber sleeps until the earliest head
+ * or, for an empty lane, one duration from when it looked: a deadline armed meanwhile is due no
+ * earlier than that, so arming never has to wake the fiber. Only a lane of a new, shorter
+ * duration does, once.
+ *
+ * @internal
+ */
+import { Duration, Effect } from "effect"
+import type { Clock } from "effect"
+
+/** A deadline armed for an operation: clear it when the operation finishes in time. */
+export interface Deadline {
+  readonly clear: () => void
+}
+
+class Entry {
+  prev: Entry | undefined = undefined
+  next: Entry | undefined = undefined
+  linked = true
+  constructor(readonly lane: Lane, readonly at: number, readonly expire: () => void) {}
+}
+
+/** The deadlines of one duration, earliest first. */
+class Lane {
+  head: Entry | undefined = undefined
+  tail: Entry | undefined = undefined
+  constructor(readonly millis: number) {}
+
+  /** Appends, or walks back from the tail when a clock stepped back (never before the head's turn). */
+  insert(entry: Entry): void {
+    let after = this.tail
+    while (after !== undefined && after.at > entry.at) after = after.prev
+    entry.prev = after
+    entry.next = after === undefined ? this.head : after.next
+    if (entry.next === undefined) this.tail = entry
+    else entry.next.prev = entry
+    if (after === undefined) this.head = entry
+    else after.next = entry
+  }
+
+  unlink(entry: Entry): void {
+    if (!entry.linked) return
+    entry.linked = false
+    if (entry.prev === undefined) this.head = entry.next
+    else entry.prev.next = entry.next
+    if (entry.next === undefined) this.tail = entry.prev
+    else entry.next.prev = entry.prev
+    entry.prev = undefined
+    entry.next = undefined
+  }
+}
+
+export class DeadlineTimer {
+  private readonly lanes = new Map<number, Lane>()
+  /** When the fiber looks next (epoch ms; Infinity while it waits for a first deadline). */
+  private looksAt = Number.POSITIVE_INFINITY
+  private wakeEarly: (() => void) | undefined = undefined
+
+  constructor(private readonly clock: Clock.Clock) {}
+
+  /** Calls `expire` once, `millis` from now, unless the deadline is cleared first. */
+  arm(millis: number, expire: () => void): Deadline {
+    let lane = this.lanes.get(millis)
+    if (lane === undefined) {
+      lane = new Lane(millis)
+      this.lanes.set(millis, lane)
+    }
+    const entry = new Entry(lane, this.clock.unsafeCurrentTimeMillis() + millis, expire)
+    lane.insert(entry)
+    if (entry.at < this.looksAt) {
+      const wake = this.wakeEarly
+      this.wakeEarly = undefined
+      wake?.()
+    }
+    return { clear: () => entry.lane.unlink(entry) }
+  }
+
+  /** Fires every deadline due at `now`; returns when to look again. */
+  private fireDue(now: number): number {
+    let next = Number.POSITIVE_INFINITY
+    for (const lane of this.lanes.values()) {
+      for (let entry = lane.head; entry !== undefined && entry.at <= now; entry = lane.head) {
+        lane.unlink(entry)
+        entry.expire()
+      }
+      next = Math.min(next, lane.head === undefined ? now + lane.millis : lane.head.at)
+    }
+    return next
+  }
+
+  private readonly woken: Effect.Effect<void> = Effect.async<void>((resume) => {
+    this.wakeEarly = () => resume(Effect.void)
+    return Effect.sync(() => {
+      this.wakeEarly = undefined
+    })
+  })
+
+  /** The timer's fiber: run it (forked) for as long as deadlines may be armed. */
+  readonly run: Effect.Effect<never> = Effect.forever(Effect.suspend(() => {
+    const now = this.clock.unsafeCurrentTimeMillis()
+    const next = this.fireDue(now)
+    this.looksAt = next
+    if (next === Number.POSITIVE_INFINITY) return this.woken
+    return Effect.raceFirst(this.clock.sleep(Duration.millis(Math.max(0, next - now))), this.woken)
+  }))
+}

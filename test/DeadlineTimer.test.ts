@@ -1,0 +1,70 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import { DeadlineTimer } from "../src/internal/deadlineTimer.ts"
+
+/** A timer whose fiber runs for the test's scope, and a log of what fired when (test time). */
+const started = Effect.gen(function*() {
+  const clock = yield* Effect.clock
+  const timer = new DeadlineTimer(clock)
+  yield* Effect.forkScoped(timer.run)
+  yield* Effect.yieldNow()
+  const fired: Array<readonly [string, number]> = []
+  const arm = (name: string, millis: number) =>
+    timer.arm(millis, () => fired.push([name, clock.unsafeCurrentTimeMillis()]))
+  return { arm, fired }
+})
+
+describe("DeadlineTimer", () => {
+  it.scoped("fires a deadline when it is due, not before, and only once", () =>
+    Effect.gen(function*() {
+      const { arm, fired } = yield* started
+      arm("a", 30_000)
+      yield* TestClock.adjust("29999 millis")
+      expect(fired).toEqual([])
+      yield* TestClock.adjust("1 millis")
+      expect(fired).toEqual([["a", 30_000]])
+      yield* TestClock.adjust("5 minutes")
+      expect(fired).toEqual([["a", 30_000]])
+    }))
+
+  it.scoped("a cleared deadline never fires; the others of its lane still do, in order", () =>
+    Effect.gen(function*() {
+      const { arm, fired } = yield* started
+      const a = arm("a", 30_000)
+      yield* TestClock.adjust("1 second")
+      arm("b", 30_000)
+      yield* TestClock.adjust("1 second")
+      const c = arm("c", 30_000)
+      arm("d", 30_000)
+      a.clear()
+      c.clear()
+      c.clear() // twice is harmless
+      yield* TestClock.adjust("40 seconds")
+      expect(fired).toEqual([["b", 31_000], ["d", 32_000]])
+    }))
+
+  it.scoped("deadlines of different durations each fire on time; a shorter lane armed later wakes the timer", () =>
+    Effect.gen(function*() {
+      const { arm, fired } = yield* started
+      arm("long", 60_000)
+      yield* TestClock.adjust("1 second")
+      // The timer sleeps until the long one; this one is due much earlier.
+      arm("short", 5_000)
+      yield* TestClock.adjust("10 seconds")
+      expect(fired).toEqual([["short", 6_000]])
+      yield* TestClock.adjust("1 minute")
+      expect(fired).toEqual([["short", 6_000], ["long", 60_000]])
+    }))
+
+  it.scoped("a deadline armed while its lane is empty still fires on time", () =>
+    Effect.gen(function*() {
+      const { arm, fired } = yield* started
+      arm("a", 10_000).clear()
+      yield* TestClock.adjust("7 seconds")
+      arm("b", 10_000)
+      yield* TestClock.adjust("9999 millis")
+      expect(fired).toEqual([])
+      yield* TestClock.adjust("1 millis")
+      expect(fired).toEqual([["b", 17_000]])
+    }))
+})
