@@ -37,7 +37,8 @@ import {
   KubeLineTooLongError,
   KubeMalformedBodyError,
   KubeMalformedLineError,
-  KubeTransportError
+  KubeTransportError,
+  KubeWatchIdleError
 } from "./KubeError.ts"
 import type { KubeResource } from "./KubeResource.ts"
 import { apiVersion, collectionPath, objectPath } from "./KubeResource.ts"
@@ -64,6 +65,13 @@ export interface WatchOptions {
   readonly timeoutSeconds?: number
   readonly sendInitialEvents?: boolean
   readonly resourceVersionMatch?: "NotOlderThan"
+  /**
+   * Silence (no bytes at all, not even a bookmark) longer than this fails the watch with
+   * `KubeWatchIdleError` and closes its connection. Absent: the watch may be silent for ever (its
+   * silence is the caller's to judge). A server closes a watch after `timeoutSeconds` and sends
+   * bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
+   */
+  readonly idleTimeout?: Duration.DurationInput
 }
 
 /** One page of a list. Objects that did not fit the schema are set apart, not dropped silently. */
@@ -665,6 +673,7 @@ const makeService = (
     options: WatchOptions = {}
   ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
+    const idleMillis = options.idleTimeout === undefined ? undefined : Duration.toMillis(options.idleTimeout)
     const decode = decoderFor(schema)
     // Lines are decoded without their managedFields, unless the schema reads them.
     const decodeLine = cutsFor(schema) ? decodeWithoutManagedFields : undefined
@@ -679,12 +688,34 @@ const makeService = (
         })
         const sent = yield* Effect.withParentSpan(send("GET", path), span)
         const body = sent.answer.body
-        // However the stream ends, an unfinished body is destroyed: that aborts the watch.
-        yield* Effect.addFinalizer(() => Effect.sync(() => body.discard()))
-        const read = Effect.mapError(
-          body.next,
-          (cause) => bodyBroke({ method: "GET", path, server, cause, secret: sent.secret })
+        // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
+        const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>
+          body.fail(
+            new KubeWatchIdleError({
+              path,
+              idleMillis,
+              message: `the watch GET ${path} to ${server} sent nothing for ${
+                Duration.format(idleMillis)
+              } (its idleTimeout); the connection was taken for dead and closed`
+            })
+          ))
+        // However the stream ends, an unfinished body is destroyed (that aborts the watch).
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            silence?.clear()
+            body.discard()
+          })
         )
+        const read = Effect.mapBoth(body.next, {
+          onFailure: (cause) =>
+            cause instanceof KubeWatchIdleError
+              ? cause
+              : bodyBroke({ method: "GET", path, server, cause, secret: sent.secret }),
+          onSuccess: (bytes) => {
+            silence?.touch()
+            return bytes
+          }
+        })
         return decodeLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
       })
     )

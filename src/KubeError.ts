@@ -50,6 +50,16 @@ export class KubeLineTooLongError extends Data.TaggedError("KubeLineTooLongError
   readonly limitBytes: number
 }> {}
 
+/**
+ * A watch sent nothing at all (not even a bookmark) for longer than the caller's `idleTimeout`:
+ * the connection is taken for dead and closed.
+ */
+export class KubeWatchIdleError extends Data.TaggedError("KubeWatchIdleError")<{
+  readonly path: string
+  readonly message: string
+  readonly idleMillis: number
+}> {}
+
 /** A list answer that is not a list (not JSON, or no `items`). */
 export class KubeMalformedBodyError extends Data.TaggedError("KubeMalformedBodyError")<{
   readonly method: string
@@ -64,6 +74,7 @@ export type KubeClientError =
   | KubeMalformedLineError
   | KubeLineTooLongError
   | KubeMalformedBodyError
+  | KubeWatchIdleError
 
 const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((cause) => cause.reason === reason)
 

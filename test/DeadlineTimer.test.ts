@@ -11,7 +11,9 @@ const started = Effect.gen(function*() {
   const fired: Array<readonly [string, number]> = []
   const arm = (name: string, millis: number) =>
     timer.arm(millis, () => fired.push([name, clock.unsafeCurrentTimeMillis()]))
-  return { arm, fired }
+  const armSilence = (name: string, millis: number) =>
+    timer.armSilence(millis, () => fired.push([name, clock.unsafeCurrentTimeMillis()]))
+  return { arm, armSilence, fired }
 })
 
 describe("DeadlineTimer", () => {
@@ -66,5 +68,32 @@ describe("DeadlineTimer", () => {
       expect(fired).toEqual([])
       yield* TestClock.adjust("1 millis")
       expect(fired).toEqual([["b", 17_000]])
+    }))
+
+  it.scoped("a silence limit fires once nothing touched it for its duration, counted from the last touch", () =>
+    Effect.gen(function*() {
+      const { armSilence, fired } = yield* started
+      const quiet = armSilence("quiet", 60_000)
+      armSilence("untouched", 60_000)
+      yield* TestClock.adjust("50 seconds")
+      quiet.touch()
+      yield* TestClock.adjust("10 seconds")
+      expect(fired).toEqual([["untouched", 60_000]])
+      yield* TestClock.adjust("45 seconds")
+      quiet.touch()
+      yield* TestClock.adjust("59 seconds")
+      expect(fired).toEqual([["untouched", 60_000]])
+      yield* TestClock.adjust("1 second")
+      expect(fired).toEqual([["untouched", 60_000], ["quiet", 165_000]])
+    }))
+
+  it.scoped("a cleared silence limit never fires, touched or not", () =>
+    Effect.gen(function*() {
+      const { armSilence, fired } = yield* started
+      const a = armSilence("a", 10_000)
+      a.touch()
+      a.clear()
+      yield* TestClock.adjust("1 minute")
+      expect(fired).toEqual([])
     }))
 })

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import {
+  Cause,
   Chunk,
   Duration,
   Effect,
@@ -164,11 +165,11 @@ const clientFor = (server: string, options?: KubeClient.KubeClientOptions) =>
   KubeClient.make(options).pipe(Effect.provide(KubeConfig.layerStatic({ server, token: Token })))
 
 /** A watch of `ns` against `server`, read by a fiber into a queue a test takes events from. */
-const watchIntoQueue = (server: string) =>
+const watchIntoQueue = (server: string, options: KubeClient.WatchOptions = {}) =>
   Effect.gen(function*() {
     const client = yield* clientFor(server)
     const queue = yield* Queue.unbounded<WatchEvent<Sandbox>>()
-    const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns" }).pipe(
+    const fiber = yield* client.watch(SandboxResource, Sandbox, { namespace: "ns", ...options }).pipe(
       Stream.runForEach((event) => Queue.offer(queue, event)),
       Effect.fork
     )
@@ -941,6 +942,52 @@ describe("KubeClient.watch", () => {
       yield* TestClock.adjust("1 hour")
       yield* Effect.yieldNow()
       expect(fiber.unsafePoll()).toBeNull()
+    }))
+
+  it.scoped("with idleTimeout, silence that long fails the watch with KubeWatchIdleError and closes the connection", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1")) // and never ends
+      })
+      const { fiber, queue } = yield* watchIntoQueue(fx.url, { idleTimeout: "60 seconds" })
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "1", annotations: {} })
+      yield* TestClock.adjust("59 seconds")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.await(fiber)
+      const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      expect(Option.map(error, (e) => e._tag)).toEqual(Option.some("KubeWatchIdleError"))
+      expect(Option.map(error, (e) => e.message)).toEqual(
+        Option.some(expect.stringContaining("sent nothing for 1m (its idleTimeout)"))
+      )
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
+  it.scoped("with idleTimeout, every read starts the silence again", () =>
+    Effect.gen(function*() {
+      let send: (line: string) => void = () => undefined
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1"))
+        send = (line) => res.write(line)
+      })
+      const { fiber, queue } = yield* watchIntoQueue(fx.url, { idleTimeout: "60 seconds" })
+      yield* Queue.take(queue)
+      yield* TestClock.adjust("40 seconds")
+      send(bookmarkLine("2"))
+      expect(yield* Queue.take(queue)).toEqual({ type: "BOOKMARK", resourceVersion: "2", annotations: {} })
+      // 80 s since the watch opened, 40 s since it last spoke: alive.
+      yield* TestClock.adjust("40 seconds")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      // 60 s since it last spoke.
+      yield* TestClock.adjust("20 seconds")
+      const exit = yield* Fiber.await(fiber)
+      expect(Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.map((e) => e._tag))).toEqual(
+        Option.some("KubeWatchIdleError")
+      )
     }))
 
   it.scoped("interrupting the consumer aborts the request: the server sees the connection close", () =>

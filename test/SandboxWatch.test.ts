@@ -125,7 +125,9 @@ describe("SandboxWatch", () => {
         labelSelector: "jr2.dev/run=r1",
         resourceVersion: "10",
         allowWatchBookmarks: true,
-        timeoutSeconds: 120
+        timeoutSeconds: 120,
+        // rule 4: the timeout plus the default idle margin (30 s)
+        idleTimeout: Duration.seconds(150)
       })
       expect(describeTold(yield* watch.get("a"))).toBe("a@7:Pending")
     }))

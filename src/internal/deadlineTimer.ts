@@ -12,7 +12,8 @@
  * sorted by construction, and clearing one is an unlink. The fiber sleeps until the earliest head
  * or, for an empty lane, one duration from when it looked: a deadline armed meanwhile is due no
  * earlier than that, so arming never has to wake the fiber. Only a lane of a new, shorter
- * duration does, once.
+ * duration does, once. A silence limit (a watch's idle limit) is the same node, touched on every
+ * read: touching only notes the time, and the node moves back in line when its turn comes.
  *
  * @internal
  */
@@ -24,11 +25,18 @@ export interface Deadline {
   readonly clear: () => void
 }
 
+/** A limit on silence: each `touch` (something arrived) starts the silence again. */
+export interface SilenceLimit extends Deadline {
+  readonly touch: () => void
+}
+
 class Entry {
   prev: Entry | undefined = undefined
   next: Entry | undefined = undefined
   linked = true
-  constructor(readonly lane: Lane, readonly at: number, readonly expire: () => void) {}
+  /** For a silence limit: when something last arrived (epoch ms); undefined for a plain deadline. */
+  lastActivity: number | undefined = undefined
+  constructor(readonly lane: Lane, public at: number, readonly expire: () => void) {}
 }
 
 /** The deadlines of one duration, earliest first. */
@@ -71,6 +79,26 @@ export class DeadlineTimer {
 
   /** Calls `expire` once, `millis` from now, unless the deadline is cleared first. */
   arm(millis: number, expire: () => void): Deadline {
+    const entry = this.add(millis, expire)
+    return { clear: () => entry.lane.unlink(entry) }
+  }
+
+  /**
+   * Calls `expire` once silence has lasted `millis`: from now, or from the last `touch`. A touch
+   * only notes the time (a watch touches on every read); the entry moves when its turn comes.
+   */
+  armSilence(millis: number, expire: () => void): SilenceLimit {
+    const entry = this.add(millis, expire)
+    entry.lastActivity = entry.at - millis
+    return {
+      clear: () => entry.lane.unlink(entry),
+      touch: () => {
+        entry.lastActivity = this.clock.unsafeCurrentTimeMillis()
+      }
+    }
+  }
+
+  private add(millis: number, expire: () => void): Entry {
     let lane = this.lanes.get(millis)
     if (lane === undefined) {
       lane = new Lane(millis)
@@ -83,7 +111,7 @@ export class DeadlineTimer {
       this.wakeEarly = undefined
       wake?.()
     }
-    return { clear: () => entry.lane.unlink(entry) }
+    return entry
   }
 
   /** Fires every deadline due at `now`; returns when to look again. */
@@ -92,6 +120,13 @@ export class DeadlineTimer {
     for (const lane of this.lanes.values()) {
       for (let entry = lane.head; entry !== undefined && entry.at <= now; entry = lane.head) {
         lane.unlink(entry)
+        if (entry.lastActivity !== undefined && entry.lastActivity + lane.millis > now) {
+          // Touched since it was queued: not silent for long enough yet. Back in line, by its new time.
+          entry.at = entry.lastActivity + lane.millis
+          entry.linked = true
+          lane.insert(entry)
+          continue
+        }
         entry.expire()
       }
       next = Math.min(next, lane.head === undefined ? now + lane.millis : lane.head.at)

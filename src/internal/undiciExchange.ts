@@ -198,6 +198,16 @@ export class BodyReader {
     return loop
   })
 
+  /** Fails every read from now on with `error`, and closes the connection (a limit passed). */
+  fail(error: unknown): void {
+    if (this.failure !== undefined || this.ended) return
+    this.failure = error
+    this.stream.destroy()
+    const wake = this.wake
+    this.wake = undefined
+    wake?.()
+  }
+
   /** Stops reading: an unfinished body is destroyed, which closes its connection (undici's way to abort it). */
   discard(): void {
     if (!this.ended) this.stream.destroy()

@@ -268,6 +268,8 @@ const restartReason = (error: KubeError.KubeClientError): string => {
     case "KubeMalformedLineError":
     case "KubeMalformedBodyError":
       return "malformed"
+    case "KubeWatchIdleError":
+      return "idle"
   }
 }
 

@@ -3,7 +3,7 @@
  * each `watch` hands the test a handle to feed events, fail or end that one watch. Every call is
  * recorded with its options, so a test can assert what the watch asked for.
  */
-import { Chunk, Effect, Either, Layer, Option, Queue, Ref, Stream, Take } from "effect"
+import { Chunk, Duration, Effect, Either, Layer, Option, Queue, Ref, Stream, Take } from "effect"
 import type { FullList, KubeClientService, ListOptions, WatchOptions } from "../../src/KubeClient.ts"
 import { KubeClient } from "../../src/KubeClient.ts"
 import type { KubeClientError } from "../../src/KubeError.ts"
@@ -74,7 +74,20 @@ export const makeScriptedKubeClient: Effect.Effect<ScriptedKubeClient> = Effect.
             end: Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.end))),
             aborted: Ref.get(aborted)
           })
-          return Stream.fromQueue(takes).pipe(Stream.flattenTake) as Stream.Stream<WatchEvent<any>, KubeClientError>
+          const events = Stream.fromQueue(takes).pipe(Stream.flattenTake)
+          // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock).
+          const limited = options.idleTimeout === undefined ? events : events.pipe(
+            Stream.timeoutFail(
+              () =>
+                new KubeError.KubeWatchIdleError({
+                  path: "/scripted",
+                  idleMillis: Duration.toMillis(options.idleTimeout!),
+                  message: "the scripted watch sent nothing for its idleTimeout"
+                }),
+              options.idleTimeout
+            )
+          )
+          return limited as Stream.Stream<WatchEvent<any>, KubeClientError>
         })
       ),
     get: () => unsupported("get"),
