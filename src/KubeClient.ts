@@ -18,7 +18,8 @@ import {
   ParseResult,
   Redacted,
   type Schema,
-  Stream
+  Stream,
+  type Tracer
 } from "effect"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
@@ -476,40 +477,37 @@ const makeService = (
   const send = (
     method: HttpMethod,
     path: string,
-    body?: { readonly text: string; readonly contentType: string }
+    body?: { readonly text: string; readonly contentType: string },
+    /** The span the request belongs to; by default the current one. */
+    parent?: Tracer.AnySpan
   ): Effect.Effect<Sent, KubeClientError> =>
     Effect.flatMap(
-      Effect.mapError(
-        connection.authorization,
-        (error) =>
-          new KubeTransportError({
-            method,
-            path,
-            message: `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
-          })
+      Effect.zip(
+        Effect.mapError(
+          connection.authorization,
+          (error) =>
+            new KubeTransportError({
+              method,
+              path,
+              message:
+                `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
+            })
+        ),
+        parent === undefined ? Effect.option(Effect.currentSpan) : Effect.succeed(Option.some(parent))
       ),
-      (authorization) => {
+      ([authorization, span]) => {
         const secret = secretOf(authorization)
-        // A client span until the answer's headers, its context passed on as W3C `traceparent` (as
-        // the platform's client does), without the header values as attributes.
-        return Effect.useSpan(`http.client ${method}`, {
-          kind: "client",
-          captureStackTrace: false,
-          attributes: { "http.request.method": method, "server.address": target.origin, "url.path": path }
-        }, (span) => {
-          const headers: Record<string, string> = {
-            accept: "application/json",
-            "user-agent": UserAgent,
-            traceparent: `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
-          }
-          if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
-          if (body !== undefined) headers["content-type"] = body.contentType
-          const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
-          return Effect.tap(
-            Effect.withParentSpan(sendOn(dispatcher, target, outgoing, headersLimit), span),
-            (answer) => span.attribute("http.response.status_code", answer.status)
-          )
-        }).pipe(
+        const headers: Record<string, string> = { accept: "application/json", "user-agent": UserAgent }
+        // The request's trace context, as W3C `traceparent`: the caller's span (KubeClient.list,
+        // .watch, ...). No span of its own: a span per request cost a watch resume two context
+        // changes and a span, and said nothing the caller's span and its typed error do not.
+        if (Option.isSome(span)) {
+          headers.traceparent = `00-${span.value.traceId}-${span.value.spanId}-${span.value.sampled ? "01" : "00"}`
+        }
+        if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
+        if (body !== undefined) headers["content-type"] = body.contentType
+        const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
+        return sendOn(dispatcher, target, outgoing, headersLimit).pipe(
           Effect.mapError((cause) =>
             cause instanceof HeadersDeadlinePassed
               ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
@@ -686,7 +684,7 @@ const makeService = (
           captureStackTrace: false,
           attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
         })
-        const sent = yield* Effect.withParentSpan(send("GET", path), span)
+        const sent = yield* send("GET", path, undefined, span)
         const body = sent.answer.body
         // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
         const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>

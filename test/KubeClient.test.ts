@@ -1004,7 +1004,7 @@ describe("KubeClient.watch", () => {
       expect(fx.seen).toHaveLength(1)
     }))
 
-  it.scoped("opens a span per watch and list with the resource, namespace and resourceVersion", () =>
+  it.scoped("opens a span per watch and list with the resource, namespace and resourceVersion, passed on as traceparent", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((req, res) =>
         req.url?.includes("watch=1")
@@ -1033,13 +1033,15 @@ describe("KubeClient.watch", () => {
         ["KubeClient.list", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "0" }],
         ["KubeClient.watch", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "5" }]
       ])
-      // The watch's span ends with its stream, and the request it sent is its child.
-      const watchSpan = ours[1]!
+      // The watch's span ends with its stream; each request carries its caller's span as W3C trace
+      // context, so a traced apiserver's spans join the same trace.
+      const [listSpan, watchSpan] = ours as [Tracer.Span, Tracer.Span]
       expect(watchSpan.status._tag).toBe("Ended")
-      const request = spans.find((s) =>
-        s !== watchSpan && Option.isSome(s.parent) && s.parent.value.spanId === watchSpan.spanId
-      )
-      expect(request?.name).toMatch(/GET/)
+      const traceparent = (span: Tracer.Span) => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`
+      expect(fx.seen.map((request) => request.headers.traceparent)).toEqual([
+        traceparent(listSpan),
+        traceparent(watchSpan)
+      ])
     }))
 })
 
