@@ -2,6 +2,7 @@
  * What every benchmark child needs: a heap after a full collection, the server's go signal, the
  * clock, and percentiles.
  */
+import { readFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as V8 from "node:v8"
 
@@ -269,8 +270,20 @@ export const measureStorm = async (
   }
 }
 
-/** The most resident memory the process has had, in MB (the kernel's high-water mark). */
-export const peakRssMB = (): number => process.resourceUsage().maxRSS / 1024
+/**
+ * The most resident memory this process has had, in MB: Linux's `VmHWM`, which starts afresh at
+ * exec. (`process.resourceUsage().maxRSS` does not: a child spawned by the runner reports the
+ * runner's own high-water mark, which holds the serialized data of the whole run.)
+ */
+export const peakRssMB = (): number => {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync("/proc/self/status", "utf8"))
+    if (match !== null) return Number(match[1]) / 1024
+  } catch {
+    // Not Linux: the best there is.
+  }
+  return process.resourceUsage().maxRSS / 1024
+}
 
 /**
  * The scale scenario's figures: time and CPU to synced, heap per cached object (after a full
