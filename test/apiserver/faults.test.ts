@@ -183,13 +183,14 @@ describe("SandboxWatch through faults in front of the real kube-apiserver", () =
         yield* s.admin.delete(SandboxResource, ns, "stl-b")
         // After 5 + 2 s of silence the watch hangs up and asks again (the new request is held too).
         const log = yield* s.wire.await(
-          // The watchdog wins its race against the watch's reader, so the client's stream ends interrupted.
-          (l) => l.watches.slice(before - 1).some((w) => w.outcome === "interrupted") && l.watches.length > before,
+          // The client's own silence limit (idleTimeout) ends the stream with KubeWatchIdleError.
+          (l) =>
+            l.watches.slice(before - 1).some((w) => w.outcome === "KubeWatchIdleError") && l.watches.length > before,
           "the silent watch taken for dead and a new one asked"
         )
         // The held-open watch heard nothing of what happened after the stall: it was hung up on.
         expect(yield* idleRestarts).toBeGreaterThan(idleBefore)
-        const hungUp = log.watches.slice(before - 1).find((w) => w.outcome === "interrupted")
+        const hungUp = log.watches.slice(before - 1).find((w) => w.outcome === "KubeWatchIdleError")
         expect(
           hungUp?.events.filter((e) => e.resourceVersion !== undefined && BigInt(e.resourceVersion) >= BigInt(ready))
         ).toEqual([])
