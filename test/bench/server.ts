@@ -256,7 +256,13 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   const trace = process.env.BENCH_TRACE === "1"
   const server = Http.createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://127.0.0.1")
-    if (trace) process.stderr.write(`[replay] ${req.method} ${url.pathname}${url.search}\n`)
+    if (trace) {
+      process.stderr.write(
+        `[replay] ${
+          (performance.timeOrigin + performance.now()).toFixed(1)
+        } ${req.method} ${url.pathname}${url.search}\n`
+      )
+    }
     if (url.pathname.startsWith("/bench/go/")) {
       const s = state(decodeURIComponent(url.pathname.slice("/bench/go/".length)))
       s.gateOpen = true
