@@ -6,7 +6,7 @@
 // The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
 // undeclared dependency is imported.
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
-import type { Scope } from "effect"
+import type { Chunk, Scope } from "effect"
 import {
   Clock,
   Context,
@@ -25,7 +25,7 @@ import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
 import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts"
-import { decodeLines, excerpt, type LineHandler } from "./internal/ndjsonLines.ts"
+import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import type { Answer, BodyReader, Outgoing } from "./internal/undiciExchange.ts"
@@ -75,6 +75,12 @@ export interface WatchOptions {
   readonly idleTimeout?: Duration.DurationInput
 }
 
+/**
+ * The next events of an open watch, as they arrived in one read (what `Stream.toPull` gives): it
+ * fails with none when the server closed the watch, with some error when the watch broke.
+ */
+export type WatchPull<A> = Effect.Effect<Chunk.Chunk<WatchEvent<A>>, Option.Option<KubeClientError>>
+
 /** One page of a list. Objects that did not fit the schema are set apart, not dropped silently. */
 export interface ListPage<A> {
   readonly items: ReadonlyArray<A>
@@ -113,6 +119,17 @@ export interface KubeClientService {
     schema: Schema.Schema<A, I>,
     options?: WatchOptions
   ) => Stream.Stream<WatchEvent<A>, KubeClientError>
+  /**
+   * The same watch, opened in the caller's scope and read by pulling (`watch` is this pull as a
+   * `Stream`): for a loop that resumes a watch hundreds of times a second,
+   * where the stream's own machinery per watch costs more than the request
+   * (`npx tsx scratchpad/watchLayers.ts`). Closing the scope closes the watch.
+   */
+  readonly openWatch: <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options?: WatchOptions
+  ) => Effect.Effect<WatchPull<A>, KubeClientError, Scope.Scope>
   /** Plain JSON writes, for tests, the demo operator and tooling. Bodies are not schema-checked. */
   readonly get: (
     resource: KubeResource,
@@ -665,59 +682,64 @@ const makeService = (
     })
   }
 
-  const watch = <A extends HasMetadata, I>(
+  const openWatch = <A extends HasMetadata, I>(
     resource: KubeResource,
     schema: Schema.Schema<A, I>,
     options: WatchOptions = {}
-  ): Stream.Stream<WatchEvent<A>, KubeClientError> => {
+  ): Effect.Effect<WatchPull<A>, KubeClientError, Scope.Scope> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
     const idleMillis = options.idleTimeout === undefined ? undefined : Duration.toMillis(options.idleTimeout)
     const decode = decoderFor(schema)
     // Lines are decoded without their managedFields, unless the schema reads them.
     const decodeLine = cutsFor(schema) ? decodeWithoutManagedFields : undefined
-    // The span lives as long as the stream's scope. (`Stream.withSpan` would provide it afresh to
+    // The span lives as long as the watch's scope. (`Stream.withSpan` would provide it afresh to
     // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
-    return Stream.unwrapScoped(
-      Effect.gen(function*() {
-        const span = yield* Effect.makeSpanScoped("KubeClient.watch", {
-          // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
-          captureStackTrace: false,
-          attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
-        })
-        const sent = yield* send("GET", path, undefined, span)
-        const body = sent.answer.body
-        // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
-        const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>
-          body.fail(
-            new KubeWatchIdleError({
-              path,
-              idleMillis,
-              message: `the watch GET ${path} to ${server} sent nothing for ${
-                Duration.format(idleMillis)
-              } (its idleTimeout); the connection was taken for dead and closed`
-            })
-          ))
-        // However the stream ends, an unfinished body is destroyed (that aborts the watch).
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            silence?.clear()
-            body.discard()
-          })
-        )
-        const read = Effect.mapBoth(body.next, {
-          onFailure: (cause) =>
-            cause instanceof KubeWatchIdleError
-              ? cause
-              : bodyBroke({ method: "GET", path, server, cause, secret: sent.secret }),
-          onSuccess: (bytes) => {
-            silence?.touch()
-            return bytes
-          }
-        })
-        return decodeLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
+    return Effect.gen(function*() {
+      const span = yield* Effect.makeSpanScoped("KubeClient.watch", {
+        // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
+        captureStackTrace: false,
+        attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
       })
-    )
+      const sent = yield* send("GET", path, undefined, span)
+      const body = sent.answer.body
+      // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
+      const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>
+        body.fail(
+          new KubeWatchIdleError({
+            path,
+            idleMillis,
+            message: `the watch GET ${path} to ${server} sent nothing for ${
+              Duration.format(idleMillis)
+            } (its idleTimeout); the connection was taken for dead and closed`
+          })
+        ))
+      // However the stream ends, an unfinished body is destroyed (that aborts the watch).
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          silence?.clear()
+          body.discard()
+        })
+      )
+      const read = Effect.mapBoth(body.next, {
+        onFailure: (cause) =>
+          cause instanceof KubeWatchIdleError
+            ? cause
+            : bodyBroke({ method: "GET", path, server, cause, secret: sent.secret }),
+        onSuccess: (bytes) => {
+          silence?.touch()
+          return bytes
+        }
+      })
+      return pullLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
+    })
   }
+
+  const watch = <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options?: WatchOptions
+  ): Stream.Stream<WatchEvent<A>, KubeClientError> =>
+    Stream.unwrapScoped(Effect.map(openWatch(resource, schema, options), Stream.repeatEffectChunkOption))
 
   const span = (name: string, resource: KubeResource, namespace: string | undefined) =>
     Effect.withSpan(`KubeClient.${name}`, { attributes: spanAttributes(resource, namespace) })
@@ -733,6 +755,7 @@ const makeService = (
     list,
     listAll,
     watch,
+    openWatch,
     get: (resource, namespace, name) =>
       json("GET", objectPath(resource, namespace, name)).pipe(span("get", resource, namespace)),
     create: (resource, namespace, body) =>

@@ -1004,6 +1004,37 @@ describe("KubeClient.watch", () => {
       expect(fx.seen).toHaveLength(1)
     }))
 
+  it.scoped("openWatch: the request goes out when opened; pulls give the events, then none at the end", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(bookmarkLine("7"))
+      })
+      const client = yield* clientFor(fx.url)
+      const pull = yield* client.openWatch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "5" })
+      // Sent before the first pull.
+      expect(fx.seen.map((r) => [r.path, r.query])).toEqual([
+        ["/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes", { watch: "1", resourceVersion: "5" }]
+      ])
+      expect(Chunk.toReadonlyArray(yield* pull)).toEqual([{ type: "BOOKMARK", resourceVersion: "7", annotations: {} }])
+      expect(yield* Effect.flip(pull)).toEqual(Option.none())
+    }))
+
+  it.scoped("openWatch: closing its scope hangs up an open watch", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1")) // and never ends
+      })
+      const client = yield* clientFor(fx.url)
+      const first = yield* Effect.scoped(
+        Effect.flatMap(client.openWatch(SandboxResource, Sandbox, { namespace: "ns" }), (pull) => pull)
+      )
+      expect(Chunk.toReadonlyArray(first)).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+      // Resolves only when the server's response closed unfinished: the client hung up.
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
   it.scoped("opens a span per watch and list with the resource, namespace and resourceVersion, passed on as traceparent", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((req, res) =>

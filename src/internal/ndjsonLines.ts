@@ -126,62 +126,71 @@ export interface LineHandler<A, E> {
 }
 
 /**
- * A body's lines as whatever the handler makes of them: `read` gives the body's next bytes (all
- * that arrived since the last read) or `null` at its clean end, and each read becomes one output
- * `Chunk` in one synchronous step (bytes → lines → items), with no stream stage per network read.
- * A read that completes no line emits nothing and reads again. A failed read passes through as it
- * is: the line in progress is dropped, never handed on. Items a read yielded before a line failed
- * are emitted before the failure.
+ * A body's lines as whatever the handler makes of them, as a pull (what `Stream.toPull` gives: the
+ * next `Chunk`, failing with none at the end): `read` gives the body's next bytes (all that arrived
+ * since the last read) or `null` at its clean end, and each read becomes one output `Chunk` in one
+ * synchronous step (bytes → lines → items), with no stream stage per network read. A read that
+ * completes no line emits nothing and reads again. A failed read passes through as it is: the line
+ * in progress is dropped, never handed on. Items a read yielded before a line failed are emitted
+ * before the failure. Each call starts a new body.
  */
+export const pullLines = <A, E, E2, R>(
+  read: Effect.Effect<Uint8Array | null, E2, R>,
+  maxLineBytes: number,
+  handler: LineHandler<A, E>,
+  decodeLine?: (bytes: Buffer, start: number, end: number) => string
+): Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> => {
+  const splitter = new LineSplitter(maxLineBytes, decodeLine)
+  let finished = false
+  /** A failure found after items the same read yielded: reported on the next pull. */
+  let failNext: E | undefined = undefined
+  const end = Effect.fail(Option.none())
+  const pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.suspend(() => {
+    if (failNext !== undefined) {
+      const error = failNext
+      failNext = undefined
+      return Effect.fail(Option.some(error))
+    }
+    if (finished) return end
+    return Effect.matchEffect(read, {
+      onFailure: (error) => {
+        finished = true
+        return Effect.fail(Option.some(error))
+      },
+      onSuccess: (bytes) => {
+        const out: Array<A> = []
+        let error: E | undefined = undefined
+        if (bytes === null) {
+          finished = true
+          error = handler.onEnd(splitter.end(), out)
+        } else {
+          const result = splitter.push(bytes, (line) => {
+            error = handler.onLine(line, out)
+            return error === undefined
+          })
+          if (result === "tooLong") error = handler.onTooLong(maxLineBytes)
+        }
+        if (error !== undefined) {
+          finished = true
+          if (out.length === 0) return Effect.fail(Option.some(error))
+          failNext = error
+        }
+        if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
+        return finished ? end : pull
+      }
+    })
+  })
+  return pull
+}
+
+/** `pullLines` as a `Stream`. */
 export const decodeLines = <A, E, E2, R>(
   read: Effect.Effect<Uint8Array | null, E2, R>,
   maxLineBytes: number,
   handler: LineHandler<A, E>,
   decodeLine?: (bytes: Buffer, start: number, end: number) => string
 ): Stream.Stream<A, E | E2, R> =>
-  Stream.suspend(() => {
-    const splitter = new LineSplitter(maxLineBytes, decodeLine)
-    let finished = false
-    /** A failure found after items the same read yielded: reported on the next pull. */
-    let failNext: E | undefined = undefined
-    const end = Effect.fail(Option.none())
-    const pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.suspend(() => {
-      if (failNext !== undefined) {
-        const error = failNext
-        failNext = undefined
-        return Effect.fail(Option.some(error))
-      }
-      if (finished) return end
-      return Effect.matchEffect(read, {
-        onFailure: (error) => {
-          finished = true
-          return Effect.fail(Option.some(error))
-        },
-        onSuccess: (bytes) => {
-          const out: Array<A> = []
-          let error: E | undefined = undefined
-          if (bytes === null) {
-            finished = true
-            error = handler.onEnd(splitter.end(), out)
-          } else {
-            const result = splitter.push(bytes, (line) => {
-              error = handler.onLine(line, out)
-              return error === undefined
-            })
-            if (result === "tooLong") error = handler.onTooLong(maxLineBytes)
-          }
-          if (error !== undefined) {
-            finished = true
-            if (out.length === 0) return Effect.fail(Option.some(error))
-            failNext = error
-          }
-          if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
-          return finished ? end : pull
-        }
-      })
-    })
-    return Stream.repeatEffectChunkOption(pull)
-  })
+  Stream.suspend(() => Stream.repeatEffectChunkOption(pullLines(read, maxLineBytes, handler, decodeLine)))
 
 /** A short, single-line rendering of what arrived, for an error a person reads. */
 export const excerpt = (text: string, max = 200): string => {

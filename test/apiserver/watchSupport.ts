@@ -250,6 +250,25 @@ export const probe = (inner: KubeClient.KubeClientService): Effect.Effect<Probe>
     const log = yield* SubscriptionRef.make<WireLog>({ lists: [], watches: [] })
     const updateWatch = (index: number, f: (call: WatchCall) => WatchCall) =>
       SubscriptionRef.update(log, (l) => ({ ...l, watches: l.watches.map((w, i) => (i === index ? f(w) : w)) }))
+    /** A new watch call in the log, open; its index. */
+    const register = (options: KubeClient.WatchOptions) =>
+      SubscriptionRef.modify(log, (l) => [
+        l.watches.length,
+        {
+          ...l,
+          watches: [
+            ...l.watches,
+            {
+              resourceVersion: options.resourceVersion,
+              timeoutSeconds: options.timeoutSeconds,
+              allowWatchBookmarks: options.allowWatchBookmarks,
+              labelSelector: options.labelSelector,
+              events: [],
+              outcome: "open"
+            }
+          ]
+        }
+      ])
     const client: KubeClient.KubeClientService = {
       ...inner,
       listAll: (resource, schema, options = {}) =>
@@ -281,31 +300,33 @@ export const probe = (inner: KubeClient.KubeClientService): Effect.Effect<Probe>
         ),
       watch: (resource, schema, options = {}) =>
         Stream.unwrap(
-          Effect.map(
-            SubscriptionRef.modify(log, (l) => [
-              l.watches.length,
-              {
-                ...l,
-                watches: [
-                  ...l.watches,
-                  {
-                    resourceVersion: options.resourceVersion,
-                    timeoutSeconds: options.timeoutSeconds,
-                    allowWatchBookmarks: options.allowWatchBookmarks,
-                    labelSelector: options.labelSelector,
-                    events: [],
-                    outcome: "open"
-                  }
-                ]
-              }
-            ]),
-            (index) =>
-              inner.watch(resource, schema, options).pipe(
-                Stream.tap((event) => updateWatch(index, (w) => ({ ...w, events: [...w.events, heard(event)] }))),
-                Stream.ensuringWith((exit) => updateWatch(index, (w) => ({ ...w, outcome: describeExit(exit) })))
-              )
+          Effect.map(register(options), (index) =>
+            inner.watch(resource, schema, options).pipe(
+              Stream.tap((event) => updateWatch(index, (w) => ({ ...w, events: [...w.events, heard(event)] }))),
+              Stream.ensuringWith((exit) => updateWatch(index, (w) => ({ ...w, outcome: describeExit(exit) })))
+            ))
+        ),
+      // What SandboxWatch uses: the watch opened as a pull, recorded chunk by chunk. How it ended is
+      // what its last pull said (end, or the failure), or else how its scope closed (`interrupted`).
+      openWatch: (resource, schema, options = {}) =>
+        Effect.gen(function*() {
+          const index = yield* register(options)
+          let outcome: string | undefined
+          yield* Effect.addFinalizer((exit) =>
+            updateWatch(index, (w) => ({ ...w, outcome: outcome ?? describeExit(exit as Exit.Exit<unknown, never>) }))
           )
-        )
+          const pull = yield* inner.openWatch(resource, schema, options).pipe(
+            Effect.tapError((error) => Effect.sync(() => (outcome = describeFailure(error))))
+          )
+          return pull.pipe(
+            Effect.tap((chunk) =>
+              updateWatch(index, (w) => ({ ...w, events: [...w.events, ...Array.from(chunk, heard)] }))
+            ),
+            Effect.tapError((end) =>
+              Effect.sync(() => (outcome = Option.match(end, { onNone: () => "end", onSome: describeFailure })))
+            )
+          )
+        })
     }
     return {
       client,
