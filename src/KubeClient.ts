@@ -1,7 +1,8 @@
 /**
  * A Kubernetes API client as an Effect service: list, list-all (paged), watch (a `Stream` of typed
- * events) and the writes a test or a demo operator needs. Nothing in it knows about Sandboxes:
- * a resource is a value and an object is whatever `Schema` the caller hands in.
+ * events, or the same opened as a pull) and the writes a test or a demo operator needs. Nothing in
+ * it knows about Sandboxes: a resource is a value and an object is whatever `Schema` the caller
+ * hands in.
  */
 // The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
 // undeclared dependency is imported.
@@ -121,9 +122,9 @@ export interface KubeClientService {
   ) => Stream.Stream<WatchEvent<A>, KubeClientError>
   /**
    * The same watch, opened in the caller's scope and read by pulling (`watch` is this pull as a
-   * `Stream`): for a loop that resumes a watch hundreds of times a second,
-   * where the stream's own machinery per watch costs more than the request
-   * (`npx tsx scratchpad/watchLayers.ts`). Closing the scope closes the watch.
+   * `Stream`): for a loop that resumes a watch hundreds of times a second, where a stream's own
+   * machinery per watch costs twice the rest of it (`npx tsx scratchpad/watchLayers.ts`). The
+   * request is sent when it opens; closing the scope closes the watch.
    */
   readonly openWatch: <A extends HasMetadata, I>(
     resource: KubeResource,
@@ -713,7 +714,7 @@ const makeService = (
             } (its idleTimeout); the connection was taken for dead and closed`
           })
         ))
-      // However the stream ends, an unfinished body is destroyed (that aborts the watch).
+      // However the watch ends, an unfinished body is destroyed (that aborts the request).
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => {
           silence?.clear()
