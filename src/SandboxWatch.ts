@@ -351,8 +351,8 @@ export const make = (
 
     /**
      * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends;
-     * `openedAt` (epoch ms, when it was asked for) starts rule 8's term; the idle clock (rule 4) runs in the
-     * client, from the answer's headers (the headers deadline covers the time before).
+     * `openedAt` (epoch ms, when it was asked for) starts rule 8's term; the idle clock (rule 4) runs
+     * in the client, from the answer's headers (the headers deadline covers the time before).
      */
     const watchFrom = (resourceVersion: string, openedAt: number): Effect.Effect<RoundOutcome> =>
       Effect.suspend(() => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Stream } from "effect"
-import { decodeLines, excerpt, type LineHandler, LineSplitter } from "../src/internal/ndjsonLines.ts"
+import { Chunk, Effect, Either, Option, Stream } from "effect"
+import { excerpt, type LineHandler, LineSplitter, pullLines } from "../src/internal/ndjsonLines.ts"
 
 const bytes = (text: string) => new TextEncoder().encode(text)
 
@@ -100,7 +100,11 @@ const readsOf = (chunks: ReadonlyArray<string>, failure?: string): Effect.Effect
   })
 }
 
-describe("decodeLines", () => {
+/** The pull as a `Stream`, as `KubeClient.watch` makes one. */
+const decodeLines = <A, E>(read: Effect.Effect<Uint8Array | null, string>, max: number, handler: LineHandler<A, E>) =>
+  Stream.repeatEffectChunkOption(pullLines(read, max, handler))
+
+describe("pullLines", () => {
   it.effect("emits one chunk per read, all lines of it together; a read that completes no line emits nothing", () =>
     Effect.gen(function*() {
       const chunks = yield* decodeLines(readsOf(["1\n2\n3\n", "4\n5", "\n", "6", "7\n"]), 100, numbers).pipe(
@@ -150,18 +154,17 @@ describe("decodeLines", () => {
       expect(result).toEqual(Either.left("too long (8)"))
     }))
 
-  it.effect("starts a fresh line splitter on every run of the stream", () =>
+  it.effect("each call starts a new body: a line one left incomplete never reaches the next", () =>
     Effect.gen(function*() {
-      let runs = 0
-      // Each run's reads: a line left incomplete by the first run must not reach the second.
-      const read = Effect.suspend(() => (runs++ === 0 ? Effect.succeed(bytes("1\n2")) : Effect.succeed(null)))
-      const stream = decodeLines(read, 100, {
+      let reads = 0
+      const read = Effect.suspend(() => Effect.succeed(reads++ === 0 ? bytes("1\n2") : null))
+      const handler: LineHandler<number, string> = {
         ...numbers,
         onEnd: (rest, out) => void (rest === "" ? undefined : out.push(Number(rest)))
-      })
-      const first = yield* stream.pipe(Stream.take(1), Stream.runCollect)
-      expect(Chunk.toReadonlyArray(first)).toEqual([1])
-      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(stream))).toEqual([])
+      }
+      expect(Chunk.toReadonlyArray(yield* pullLines(read, 100, handler))).toEqual([1])
+      // The second body ends at once, with nothing of the first's "2".
+      expect(yield* Effect.flip(pullLines(read, 100, handler))).toEqual(Option.none())
     }))
 })
 

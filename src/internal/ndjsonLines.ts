@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Option } from "effect"
 
 const NEWLINE = 10
 
@@ -182,15 +182,6 @@ export const pullLines = <A, E, E2, R>(
   })
   return pull
 }
-
-/** `pullLines` as a `Stream`. */
-export const decodeLines = <A, E, E2, R>(
-  read: Effect.Effect<Uint8Array | null, E2, R>,
-  maxLineBytes: number,
-  handler: LineHandler<A, E>,
-  decodeLine?: (bytes: Buffer, start: number, end: number) => string
-): Stream.Stream<A, E | E2, R> =>
-  Stream.suspend(() => Stream.repeatEffectChunkOption(pullLines(read, maxLineBytes, handler, decodeLine)))
 
 /** A short, single-line rendering of what arrived, for an error a person reads. */
 export const excerpt = (text: string, max = 200): string => {
