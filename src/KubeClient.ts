@@ -7,7 +7,7 @@
 // The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
 // undeclared dependency is imported.
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
-import type { Chunk, Scope } from "effect"
+import type { Chunk } from "effect"
 import {
   Clock,
   Context,
@@ -19,6 +19,7 @@ import {
   ParseResult,
   Redacted,
   type Schema,
+  Scope,
   Stream,
   type Tracer
 } from "effect"
@@ -714,8 +715,12 @@ const makeService = (
             } (its idleTimeout); the connection was taken for dead and closed`
           })
         ))
-      // However the watch ends, an unfinished body is destroyed (that aborts the request).
-      yield* Effect.addFinalizer(() =>
+      // However the watch ends, an unfinished body is destroyed (that aborts the request). Added to
+      // the scope directly: `Effect.addFinalizer` would capture the fiber's refs to run it under,
+      // five copies of the fiber's FiberRefs per watch (`npx tsx scratchpad/fiberRefWrites.ts`),
+      // which a plain side effect does not need.
+      yield* Scope.addFinalizer(
+        yield* Effect.scope,
         Effect.sync(() => {
           silence?.clear()
           body.discard()
