@@ -36,7 +36,9 @@ const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
 const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: url })))
 
 // Patch the fiber runtime's prototype once: count each FiberRefs copy by where it came from.
-const proto = await Effect.runPromise(Effect.withFiberRuntime((fiber) => Effect.succeed(Object.getPrototypeOf(fiber))))
+const proto: Record<string, (...args: Array<unknown>) => unknown> = await Effect.runPromise(
+  Effect.withFiberRuntime((fiber) => Effect.succeed(Object.getPrototypeOf(fiber)))
+)
 const ownSource = new URL("../src/", import.meta.url).pathname
 let counting = false
 const bySite = new Map<string, number>()
@@ -56,7 +58,7 @@ const describe = (value: unknown): string => {
   return typeof value === "object" && value !== null ? value.constructor.name : typeof value
 }
 for (const method of ["setFiberRef", "setFiberRefs"] as const) {
-  const original = proto[method]
+  const original = proto[method]!
   proto[method] = function(this: unknown, ...args: Array<unknown>) {
     if (counting) {
       const key = `${method} ${describe(args[1])} ${site()}`

@@ -6,13 +6,14 @@
  * `internal/watchMachine.ts` (its states, what a round can end with, the numbered rules), and whose
  * cache is changed only by `internal/sandboxCache.ts`. This module runs it:
  *
- * - A round is a `Stream`: the list (when the state is `NeedsList`) then one watch, whose events are
- *   applied to the cache chunk by chunk. When the round ends, `settle` asks the machine for the next
- *   state and sets it: the one place it changes.
- * - A round that did not end as it should fails with the machine's transition; the retry `Schedule`
- *   only waits the transition's pause (none, the server's `Retry-After`, or the exponential
- *   back-off). `Stream.retry` resets the back-off whenever the stream yields, and a round yields
- *   only when its watch hears something: a healthy stream.
+ * - A round is the list (when the state is `NeedsList`) then one watch, whose events are applied to
+ *   the cache chunk by chunk. When the round ends, `settle` asks the machine for the next state and
+ *   sets it: the one place it changes.
+ * - The rounds run as a `Stream` under `Stream.retry` with the retry `Schedule`. A round that did
+ *   not end as it should fails with the machine's transition; the `Schedule` only waits the
+ *   transition's pause (none, the server's `Retry-After`, or the exponential back-off).
+ *   `Stream.retry` resets the back-off whenever the stream yields, and it yields once a watch has
+ *   heard something since the last failure: a healthy stream.
  * - The cache is a `SubscriptionRef` of persistent maps, so a re-list replaces it in one step
  *   (nobody ever sees half-old, half-new state). Subscribers are told under the same lock, through a
  *   keyed hub of latest-value mailboxes.
@@ -429,11 +430,14 @@ export const make = (
       )
 
     /**
-     * The loop's one pull: rounds (a list when the state needs one, then a watch) run until one
-     * heard something, which is emitted: `Stream.retry` resets the back-off whenever the stream
-     * yields, so only a watch that heard something is a healthy stream (a list alone is not: rule 5).
-     * A round that heard something and then did not end as it should is emitted first and fails on
-     * the next pull, so its pause starts from the floor.
+     * The loop's one pull: rounds (a list when the state needs one, then a watch) run one after
+     * another for as long as they end as they should. `Stream.retry` resets the back-off whenever
+     * the stream yields, and only a watch that heard something makes a healthy stream (a list alone
+     * does not: rule 5). So when a round fails after a healthy one, the pull yields first and fails
+     * on the next pull, and the pause starts from the floor; a failure after none fails at once.
+     * Yielding only then, not after every healthy round, tells the `Schedule` the same and keeps
+     * the stream's own work off a resume: 357 → 291 runtime instructions per resume
+     * (`npx tsx scratchpad/effectOps.ts`).
      */
     let failureAfterYield: RoundFailure | undefined
     const nextHealthyRound: Effect.Effect<string, RoundFailure> = Effect.suspend(() => {
@@ -443,15 +447,17 @@ export const make = (
         return Effect.fail(failure)
       }
       return Effect.gen(function*() {
+        let healthy = false
         for (;;) {
           const resourceVersion = state._tag === "Watching" ? state.resourceVersion : yield* relist(state.reason)
           const outcome = yield* watchFrom(resourceVersion, yield* Clock.currentTimeMillis)
           const settled = yield* Effect.either(settle(outcome.end))
-          if (outcome.heard) {
-            if (Either.isLeft(settled)) failureAfterYield = settled.left
+          if (outcome.heard) healthy = true
+          if (Either.isLeft(settled)) {
+            if (!healthy) return yield* Effect.fail(settled.left)
+            failureAfterYield = settled.left
             return outcome.resourceVersion
           }
-          if (Either.isLeft(settled)) return yield* Effect.fail(settled.left)
         }
       })
     })

@@ -312,6 +312,37 @@ describe("SandboxWatch", () => {
       expect((yield* listCalls(kube)).length).toBe(1)
     }))
 
+  it.scoped("7. a healthy watch that closed cleanly resets the back-off for a later round that fails without a word", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "8 seconds" })
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      const delays: Array<number> = []
+      const failSilently = Effect.gen(function*() {
+        yield* w.fail(transportError())
+        const delay = yield* nextPause()
+        delays.push(delay)
+        yield* TestClock.adjust(Duration.millis(delay))
+        w = yield* kube.nextWatch
+      })
+      yield* failSilently
+      yield* failSilently
+      yield* failSilently
+      // Two rounds that heard something and ended cleanly: resumed at once, no pause.
+      yield* w.emit(bookmark("11"))
+      yield* w.end
+      w = yield* kube.nextWatch
+      yield* w.emit(bookmark("12"))
+      yield* w.end
+      w = yield* kube.nextWatch
+      expect(w.options.resourceVersion).toBe("12")
+      // This round hears nothing before it fails: the back-off starts again from the floor.
+      yield* failSilently
+      yield* failSilently
+      expect(delays).toEqual([500, 1000, 2000, 500, 1000])
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
   it.scoped("7. jitter spreads a back-off by at most 20%, deterministically for a seeded Random", () =>
     Effect.gen(function*() {
       const run = Effect.gen(function*() {

@@ -1,0 +1,85 @@
+/**
+ * How many Effect instructions the fiber runtime runs per watch resume, by kind, against a loopback
+ * server whose every watch sends one Sandbox event and ends (10,000 listed, 100 `changes`
+ * subscribers, as the benchmark's storm). An instruction is one step of the runtime's loop
+ * (`Sync`, `OnSuccess`, `Async`, `WithRuntime`, ...): fewer of them is less to warm up and less
+ * to run. Run: npx tsx scratchpad/effectOps.ts [resumes] [--by-code]
+ */
+import { Effect, Layer, Stream } from "effect"
+import * as http from "node:http"
+import * as KubeClient from "../src/KubeClient.ts"
+import * as KubeConfig from "../src/KubeConfig.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import { makeSandbox, nameOf } from "../test/bench/data.ts"
+
+const Resumes = Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 2000)
+const N = 10_000
+const Subscribers = 100
+const listBody = JSON.stringify({
+  kind: "SandboxList",
+  apiVersion: "jr2.dev/v1alpha1",
+  metadata: { resourceVersion: String(N) },
+  items: Array.from({ length: N }, (_, i) => makeSandbox(i, 0, i + 1, "ns"))
+})
+let resourceVersion = N
+let watches = 0
+const server = http.createServer((req, res) => {
+  res.writeHead(200, { "content-type": "application/json" })
+  if (req.url?.includes("watch=")) {
+    watches++
+    resourceVersion++
+    const object = makeSandbox(resourceVersion % Subscribers, resourceVersion, resourceVersion, "ns")
+    res.end(JSON.stringify({ type: "MODIFIED", object }) + "\n")
+  } else res.end(listBody)
+})
+await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: url })))
+
+// Count every instruction the runtime dispatches, by its op code; with `--by-code`, a `Commit`,
+// `WithRuntime`, `Sync` or `OnSuccess` also by the start of the function it runs, to see whose it is.
+const byCode = process.argv.includes("--by-code")
+const proto: Record<string, (...args: Array<unknown>) => unknown> = await Effect.runPromise(
+  Effect.withFiberRuntime((fiber) => Effect.succeed(Object.getPrototypeOf(fiber)))
+)
+const byOp = new Map<string, number>()
+let counting = false
+const codeOf = (op: unknown, key: string): string => {
+  if (!byCode || typeof op !== "object" || op === null) return key
+  const fields = op as { commit?: unknown; effect_instruction_i0?: unknown }
+  const code = key === "Commit" ? fields.commit : fields.effect_instruction_i0
+  return typeof code === "function" ? `${key} ${String(code).replace(/\s+/g, " ").slice(0, 110)}` : key
+}
+for (const key of Object.getOwnPropertyNames(proto)) {
+  if (!/^[A-Z][A-Za-z]+$/.test(key) || typeof proto[key] !== "function") continue
+  const original = proto[key]
+  proto[key] = function(this: unknown, ...args: Array<unknown>) {
+    if (counting) {
+      const k = codeOf(args[0], key)
+      byOp.set(k, (byOp.get(k) ?? 0) + 1)
+    }
+    return original.apply(this, args)
+  }
+}
+
+const program = Effect.gen(function*() {
+  const watch = yield* SandboxWatch.SandboxWatch
+  for (let i = 0; i < Subscribers; i++) {
+    yield* Effect.forkScoped(Stream.runForEach(watch.changes(nameOf(i)), () => Effect.void))
+  }
+  yield* watch.synced
+  yield* Effect.sleep("200 millis")
+  const start = watches
+  counting = true
+  while (watches - start < Resumes) yield* Effect.sleep("5 millis")
+  counting = false
+  const resumes = watches - start
+  const total = [...byOp.values()].reduce((a, b) => a + b, 0)
+  console.log(`${resumes} resumes: ${(total / resumes).toFixed(0)} instructions each (the 5 ms polling loop included)`)
+  for (const [op, n] of [...byOp].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
+    console.log(`${(n / resumes).toFixed(1).padStart(7)}  ${op}`)
+  }
+}).pipe(Effect.scoped, Effect.provide(SandboxWatch.layer({ namespace: "ns" }).pipe(Layer.provide(clientLayer))))
+
+await Effect.runPromise(program)
+server.close()
