@@ -249,9 +249,15 @@ const queryString = (params: Query): string => {
 
 const resourceName = (resource: KubeResource): string => `${apiVersion(resource)}/${resource.plural}`
 
-const spanAttributes = (resource: KubeResource, namespace: string | undefined, resourceVersion?: string) => {
+const spanAttributes = (
+  resource: KubeResource,
+  namespace: string | undefined,
+  resourceVersion?: string,
+  labelSelector?: string
+) => {
   const attributes: Record<string, string> = { resource: resourceName(resource) }
   if (namespace !== undefined) attributes.namespace = namespace
+  if (labelSelector !== undefined) attributes.labelSelector = labelSelector
   if (resourceVersion !== undefined) attributes.resourceVersion = resourceVersion
   return attributes
 }
@@ -636,7 +642,7 @@ const makeService = (
     options: ListOptions = {}
   ): Effect.Effect<ListPage<A>, KubeClientError> =>
     Effect.withSpan(listPage(resource, decoderFor(schema), cutsFor(schema), options), "KubeClient.list", {
-      attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+      attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
     })
 
   const listAll = <A extends HasMetadata, I>(
@@ -680,7 +686,7 @@ const makeService = (
         }
       })
     return Effect.withSpan(attempt(options, 0), "KubeClient.listAll", {
-      attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+      attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
     })
   }
 
@@ -700,7 +706,7 @@ const makeService = (
       const span = yield* Effect.makeSpanScoped("KubeClient.watch", {
         // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
         captureStackTrace: false,
-        attributes: spanAttributes(resource, options.namespace, options.resourceVersion)
+        attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
       })
       const sent = yield* send("GET", path, undefined, span)
       const body = sent.answer.body

@@ -354,6 +354,9 @@ export const make = (
      * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends;
      * `openedAt` (epoch ms, when it was asked for) starts rule 8's term; the idle clock (rule 4) runs
      * in the client, from the answer's headers (the headers deadline covers the time before).
+     * Its span is the client's `KubeClient.watch` (namespace, label selector, resourceVersion): a
+     * span of its own here said the same and cost a resume 35 of its 290 runtime instructions
+     * (`npx tsx scratchpad/effectOps.ts`).
      */
     const watchFrom = (resourceVersion: string, openedAt: number): Effect.Effect<RoundOutcome> =>
       Effect.suspend(() => {
@@ -422,12 +425,7 @@ export const make = (
             return Effect.map(applyAll, (end): RoundOutcome => ({ end, heard, resourceVersion: current }))
           }
         )
-      }).pipe(
-        Effect.withSpan("SandboxWatch.watch", {
-          captureStackTrace: false,
-          attributes: { ...annotations, resourceVersion }
-        })
-      )
+      })
 
     /**
      * The loop's one pull: rounds (a list when the state needs one, then a watch) run one after

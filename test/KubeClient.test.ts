@@ -1056,13 +1056,21 @@ describe("KubeClient.watch", () => {
       yield* client.list(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "0" }).pipe(
         Effect.withTracer(tracer)
       )
-      yield* Stream.runDrain(client.watch(SandboxResource, Sandbox, { namespace: "ns", resourceVersion: "5" })).pipe(
-        Effect.withTracer(tracer)
-      )
+      yield* Stream.runDrain(
+        client.watch(SandboxResource, Sandbox, { namespace: "ns", labelSelector: "jr2.dev/run", resourceVersion: "5" })
+      ).pipe(Effect.withTracer(tracer))
       const ours = spans.filter((s) => s.name.startsWith("KubeClient."))
       expect(ours.map((s) => [s.name, Object.fromEntries(s.attributes)])).toEqual([
         ["KubeClient.list", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "0" }],
-        ["KubeClient.watch", { resource: "jr2.dev/v1alpha1/sandboxes", namespace: "ns", resourceVersion: "5" }]
+        [
+          "KubeClient.watch",
+          {
+            resource: "jr2.dev/v1alpha1/sandboxes",
+            namespace: "ns",
+            labelSelector: "jr2.dev/run",
+            resourceVersion: "5"
+          }
+        ]
       ])
       // The watch's span ends with its stream; each request carries its caller's span as W3C trace
       // context, so a traced apiserver's spans join the same trace.

@@ -176,7 +176,7 @@ describe("traces over OTLP/HTTP", () => {
         expect(traces.length).toBeGreaterThan(0)
         const all = traces.map((t) => t.body).join("\n")
         expect(all).toContain("\"SandboxWatch.list\"")
-        expect(all).toContain("\"SandboxWatch.watch\"")
+        expect(all).toContain("\"KubeClient.watch\"")
         expect(all).toContain("sandbox-watch-under-test")
       }),
     ProcessTimeout
