@@ -23,10 +23,16 @@ const listBody = JSON.stringify({
 })
 let resourceVersion = N
 let watches = 0
+let onWatch: Array<() => void> = []
+/** Resolves when the server receives the next watch request. */
+const nextWatch = () => new Promise<void>((resolve) => onWatch.push(resolve))
 const server = http.createServer((req, res) => {
   res.writeHead(200, { "content-type": "application/json" })
   if (req.url?.includes("watch=")) {
     watches++
+    const waiting = onWatch
+    onWatch = []
+    waiting.forEach((resolve) => resolve())
     resourceVersion++
     const object = makeSandbox(resourceVersion % Subscribers, resourceVersion, resourceVersion, "ns")
     res.end(JSON.stringify({ type: "MODIFIED", object }) + "\n")
@@ -44,6 +50,9 @@ const proto: Record<string, (...args: Array<unknown>) => unknown> = await Effect
 )
 const byOp = new Map<string, number>()
 let counting = false
+// `--sequence`: every instruction of one resume, in order (from one watch request to the next).
+let tracing = false
+const sequence: Array<string> = []
 const codeOf = (op: unknown, key: string): string => {
   if (!byCode || typeof op !== "object" || op === null) return key
   const fields = op as { commit?: unknown; effect_instruction_i0?: unknown }
@@ -54,6 +63,7 @@ for (const key of Object.getOwnPropertyNames(proto)) {
   if (!/^[A-Z][A-Za-z]+$/.test(key) || typeof proto[key] !== "function") continue
   const original = proto[key]
   proto[key] = function(this: unknown, ...args: Array<unknown>) {
+    if (tracing) sequence.push(codeOf(args[0], key).slice(0, 150))
     if (counting) {
       const k = codeOf(args[0], key)
       byOp.set(k, (byOp.get(k) ?? 0) + 1)
@@ -74,6 +84,13 @@ const program = Effect.gen(function*() {
   while (watches - start < Resumes) yield* Effect.sleep("5 millis")
   counting = false
   const resumes = watches - start
+  if (process.argv.includes("--sequence")) {
+    yield* Effect.promise(nextWatch)
+    tracing = true
+    yield* Effect.promise(nextWatch)
+    tracing = false
+    sequence.forEach((line, i) => console.log(String(i).padStart(4), line))
+  }
   const total = [...byOp.values()].reduce((a, b) => a + b, 0)
   console.log(`${resumes} resumes: ${(total / resumes).toFixed(0)} instructions each (the 5 ms polling loop included)`)
   for (const [op, n] of [...byOp].sort((a, b) => b[1] - a[1]).slice(0, 40)) {

@@ -507,7 +507,8 @@ const makeService = (
     parent?: Tracer.AnySpan
   ): Effect.Effect<Sent, KubeClientError> =>
     Effect.flatMap(
-      Effect.zip(
+      // Nested, not `Effect.zip` (which runs as a `forEach`): a watch resume sends one of these.
+      Effect.flatMap(
         Effect.mapError(
           connection.authorization,
           (error) =>
@@ -518,7 +519,11 @@ const makeService = (
                 `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
             })
         ),
-        parent === undefined ? Effect.option(Effect.currentSpan) : Effect.succeed(Option.some(parent))
+        (authorization) =>
+          Effect.map(
+            parent === undefined ? Effect.option(Effect.currentSpan) : Effect.succeed(Option.some(parent)),
+            (span) => [authorization, span] as const
+          )
       ),
       ([authorization, span]) => {
         const secret = secretOf(authorization)

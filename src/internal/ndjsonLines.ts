@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Chunk, Effect, Option } from "effect"
+import { Cause, Chunk, Effect, Option } from "effect"
 
 const NEWLINE = 10
 
@@ -144,7 +144,9 @@ export const pullLines = <A, E, E2, R>(
   let finished = false
   /** A failure found after items the same read yielded: reported on the next pull. */
   let failNext: E | undefined = undefined
-  const end = Effect.fail(Option.none())
+  // A ready-made cause: `Effect.fail` of an object would capture the current span into it on
+  // every run, and every watch ends here.
+  const end = Effect.failCause(Cause.fail(Option.none()))
   const pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.suspend(() => {
     if (failNext !== undefined) {
       const error = failNext
