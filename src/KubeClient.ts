@@ -26,7 +26,7 @@ import {
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
-import { cutsFor, decodeWithoutManagedFields } from "./internal/managedFields.ts"
+import { cutsFor, decodeObjectWithoutManagedFields, decodeWithoutManagedFields } from "./internal/managedFields.ts"
 import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { decoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
@@ -704,7 +704,7 @@ const makeService = (
     const idleMillis = options.idleTimeout === undefined ? undefined : Duration.toMillis(options.idleTimeout)
     const decode = decoderFor(schema)
     // Lines are decoded without their managedFields, unless the schema reads them.
-    const decodeLine = cutsFor(schema) ? decodeWithoutManagedFields : undefined
+    const decodeLine = cutsFor(schema) ? decodeObjectWithoutManagedFields : undefined
     // The span lives as long as the watch's scope. (`Stream.withSpan` would provide it afresh to
     // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
     return Effect.gen(function*() {

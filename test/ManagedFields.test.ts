@@ -5,7 +5,12 @@
  */
 import { FastCheck, Schema } from "effect"
 import { describe, expect, it } from "vitest"
-import { cutsFor, decodeWithoutManagedFields, schemaReads } from "../src/internal/managedFields.ts"
+import {
+  cutsFor,
+  decodeObjectWithoutManagedFields,
+  decodeWithoutManagedFields,
+  schemaReads
+} from "../src/internal/managedFields.ts"
 import { ObjectMeta } from "../src/ObjectMeta.ts"
 import { Sandbox } from "../src/Sandbox.ts"
 
@@ -119,6 +124,61 @@ describe("decodeWithoutManagedFields", () => {
         expect(cutParse(text)).toEqual(expected(text))
       }),
       { numRuns: 500 }
+    )
+  })
+})
+
+describe("decodeObjectWithoutManagedFields (one object: a watch line)", () => {
+  /** Lines back to back in one chunk, as a watch reads them; each decoded by its own [start, end). */
+  const inOneChunk = (...texts: ReadonlyArray<string>): ReadonlyArray<string> => {
+    const chunk = Buffer.from(texts.join("\n") + "\n")
+    let start = 0
+    return texts.map((text) => {
+      const end = start + Buffer.byteLength(text)
+      const decoded = decodeObjectWithoutManagedFields(chunk, start, end)
+      start = end + 1
+      return decoded
+    })
+  }
+
+  it.each(rows.filter((row) => row.what !== "a list body, every item"))(
+    "$what: exactly the parse without metadata.managedFields",
+    ({ object }) => {
+      const compact = JSON.stringify(object)
+      const [decoded] = inOneChunk(compact, JSON.stringify({ metadata: { managedFields: managed } }))
+      expect(JSON.parse(decoded!)).toEqual(expected(compact))
+    }
+  )
+
+  it("cuts only the first: a later array of that name is left in the text, which still parses", () => {
+    const object = { metadata: { name: "a", managedFields: managed }, spec: { managedFields: [1, 2] } }
+    const [decoded] = inOneChunk(JSON.stringify(object))
+    expect(JSON.parse(decoded!)).toEqual({ metadata: { name: "a" }, spec: { managedFields: [1, 2] } })
+  })
+
+  it("stays within its line: a line without the key is decoded whole, though the next one has it", () => {
+    const bookmark = JSON.stringify({ type: "BOOKMARK", object: { metadata: { resourceVersion: "9" } } })
+    const next = JSON.stringify({ type: "MODIFIED", object: { metadata: { name: "b", managedFields: managed } } })
+    const [first, second] = inOneChunk(bookmark, next)
+    expect(first).toBe(bookmark)
+    expect(JSON.parse(second!)).toEqual({ type: "MODIFIED", object: { metadata: { name: "b" } } })
+  })
+
+  it("property: any object, as a line among others, parses the same as the whole minus metadata.managedFields", () => {
+    const json = FastCheck.jsonValue({ maxDepth: 3 })
+    const metadata = FastCheck.record({
+      name: FastCheck.string({ unit: "grapheme" }),
+      managedFields: FastCheck.array(json, { maxLength: 4 }),
+      labels: FastCheck.dictionary(FastCheck.string(), FastCheck.string({ unit: "grapheme" }), { maxKeys: 3 })
+    }, { requiredKeys: ["name"] })
+    const object = FastCheck.record({ metadata, spec: json, status: json }, { requiredKeys: ["metadata"] })
+    FastCheck.assert(
+      FastCheck.property(object, object, (o, after) => {
+        const line = JSON.stringify({ type: "MODIFIED", object: o })
+        const [decoded] = inOneChunk(line, JSON.stringify({ type: "ADDED", object: after }))
+        expect(JSON.parse(decoded!)).toEqual(expected(line))
+      }),
+      { numRuns: 300 }
     )
   })
 })

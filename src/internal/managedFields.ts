@@ -62,16 +62,31 @@ const endOfArrayBytes = (bytes: Buffer, open: number, end: number): number => {
  * list page has one per item): the bytes of those fields are never decoded. Decoded whole when it
  * has none or anything is unexpected.
  */
-export const decodeWithoutManagedFields = (bytes: Buffer, start: number, end: number): string => {
+export const decodeWithoutManagedFields = (bytes: Buffer, start: number, end: number): string =>
+  decodeCutting(bytes, start, end, Number.POSITIVE_INFINITY)
+
+/**
+ * The same for the text of one object (a watch line): its first `"managedFields": [...]` member is
+ * cut, and the rest is not searched. The object's own metadata comes before its spec and status (the
+ * apiserver writes keys in order), so that is the one; a later one would only be parsed. Not
+ * searching the rest of the line (and on into the chunk's next line) for more: 2.1 → 1.3 µs per
+ * watch line in 64 KiB chunks (`npx tsx scratchpad/managedFieldsCut.ts`).
+ */
+export const decodeObjectWithoutManagedFields = (bytes: Buffer, start: number, end: number): string =>
+  decodeCutting(bytes, start, end, 1)
+
+const decodeCutting = (bytes: Buffer, start: number, end: number, most: number): string => {
   let key = bytes.indexOf(KeyBytes, start)
   if (key === -1 || key >= end) return bytes.toString("utf8", start, end)
   let decoded = ""
   let from = start
+  let cuts = 0
   while (key !== -1 && key < end) {
     const cut = cutAtBytes(bytes, key, start, end)
     if (cut !== undefined) {
       decoded += bytes.toString("utf8", from, cut.start)
       from = cut.end
+      if (++cuts === most) break
     }
     key = bytes.indexOf(KeyBytes, cut === undefined ? key + KeyBytes.length : cut.end)
   }
