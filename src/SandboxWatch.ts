@@ -12,8 +12,9 @@
  * - The rounds run as a `Stream` under `Stream.retry` with the retry `Schedule`. A round that did
  *   not end as it should fails with the machine's transition; the `Schedule` only waits the
  *   transition's pause (none, the server's `Retry-After`, or the exponential back-off).
- *   `Stream.retry` resets the back-off whenever the stream yields, and it yields once a watch has
- *   heard something since the last failure: a healthy stream.
+ *   `Stream.retry` resets the back-off whenever the stream yields, and it yields just before a
+ *   failure that follows a watch which heard something (a healthy stream), so that failure's pause
+ *   starts from the floor.
  * - The cache is a `SubscriptionRef` of persistent maps, so a re-list replaces it in one step
  *   (nobody ever sees half-old, half-new state). Subscribers are told under the same lock, through a
  *   keyed hub of latest-value mailboxes.
@@ -351,11 +352,11 @@ export const make = (
       )
 
     /**
-     * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends;
+     * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends.
      * The clock read as it starts begins rule 8's term; the idle clock (rule 4) runs in the client,
-     * from the answer's headers (the headers deadline covers the time before).
-     * Its span is the client's `KubeClient.watch` (namespace, label selector, resourceVersion): a
-     * span of its own here said the same and cost a resume 35 of its 290 runtime instructions
+     * from the answer's headers (the headers deadline covers the time before). Its span is the
+     * client's `KubeClient.watch` (namespace, label selector, resourceVersion): a span of its own
+     * here said the same and cost a resume 35 of its 290 runtime instructions
      * (`npx tsx scratchpad/effectOps.ts`).
      */
     const watchFrom = (resourceVersion: string): Effect.Effect<RoundOutcome> =>
