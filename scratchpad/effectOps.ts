@@ -3,7 +3,7 @@
  * server whose every watch sends one Sandbox event and ends (10,000 listed, 100 `changes`
  * subscribers, as the benchmark's storm). An instruction is one step of the runtime's loop
  * (`Sync`, `OnSuccess`, `Async`, `WithRuntime`, ...): fewer of them is less to warm up and less
- * to run. Run: npx tsx scratchpad/effectOps.ts [resumes] [--by-code]
+ * to run. Run: npx tsx scratchpad/effectOps.ts [resumes] [--by-code] [--sequence] [--held]
  */
 import { Effect, Layer, Stream } from "effect"
 import * as http from "node:http"
@@ -21,22 +21,40 @@ const listBody = JSON.stringify({
   metadata: { resourceVersion: String(N) },
   items: Array.from({ length: N }, (_, i) => makeSandbox(i, 0, i + 1, "ns"))
 })
+// `--held`: one watch stays open and gets an event every 2 ms, each its own network read (the
+// latency row's shape); the counts are then per event. Otherwise every watch sends one event and
+// ends (the storm's shape), and the counts are per resume.
+const held = process.argv.includes("--held")
 let resourceVersion = N
-let watches = 0
-let onWatch: Array<() => void> = []
-/** Resolves when the server receives the next watch request. */
-const nextWatch = () => new Promise<void>((resolve) => onWatch.push(resolve))
+let units = 0
+let onUnit: Array<() => void> = []
+/** Resolves at the next resume (or, `--held`, the next event sent). */
+const nextUnit = () => new Promise<void>((resolve) => onUnit.push(resolve))
+const counted = () => {
+  units++
+  const waiting = onUnit
+  onUnit = []
+  waiting.forEach((resolve) => resolve())
+}
+const eventLine = () => {
+  resourceVersion++
+  const object = makeSandbox(resourceVersion % Subscribers, resourceVersion, resourceVersion, "ns")
+  return JSON.stringify({ type: "MODIFIED", object }) + "\n"
+}
 const server = http.createServer((req, res) => {
   res.writeHead(200, { "content-type": "application/json" })
-  if (req.url?.includes("watch=")) {
-    watches++
-    const waiting = onWatch
-    onWatch = []
-    waiting.forEach((resolve) => resolve())
-    resourceVersion++
-    const object = makeSandbox(resourceVersion % Subscribers, resourceVersion, resourceVersion, "ns")
-    res.end(JSON.stringify({ type: "MODIFIED", object }) + "\n")
-  } else res.end(listBody)
+  if (!req.url?.includes("watch=")) {
+    res.end(listBody)
+  } else if (held) {
+    const timer = setInterval(() => {
+      counted()
+      res.write(eventLine())
+    }, 2)
+    res.on("close", () => clearInterval(timer))
+  } else {
+    counted()
+    res.end(eventLine())
+  }
 })
 await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
 const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
@@ -79,20 +97,23 @@ const program = Effect.gen(function*() {
   }
   yield* watch.synced
   yield* Effect.sleep("200 millis")
-  const start = watches
+  const start = units
   counting = true
-  while (watches - start < Resumes) yield* Effect.sleep("5 millis")
+  while (units - start < Resumes) yield* Effect.sleep("5 millis")
   counting = false
-  const resumes = watches - start
+  const resumes = units - start
   if (process.argv.includes("--sequence")) {
-    yield* Effect.promise(nextWatch)
+    yield* Effect.promise(nextUnit)
     tracing = true
-    yield* Effect.promise(nextWatch)
+    yield* Effect.promise(nextUnit)
     tracing = false
     sequence.forEach((line, i) => console.log(String(i).padStart(4), line))
   }
   const total = [...byOp.values()].reduce((a, b) => a + b, 0)
-  console.log(`${resumes} resumes: ${(total / resumes).toFixed(0)} instructions each (the 5 ms polling loop included)`)
+  console.log(
+    `${resumes} ${held ? "events" : "resumes"}: ${(total / resumes).toFixed(0)} instructions each ` +
+      `(the 5 ms polling loop included)`
+  )
   for (const [op, n] of [...byOp].sort((a, b) => b[1] - a[1]).slice(0, 40)) {
     console.log(`${(n / resumes).toFixed(1).padStart(7)}  ${op}`)
   }
