@@ -1,11 +1,14 @@
 /**
  * The compiled decode path against the Schema it is compiled from: on valid values it must answer
  * (not decline) with exactly the Schema's output; on damaged ones `decoderFor` must answer exactly
- * what `Schema.decodeUnknownEither` does, message and all.
+ * what `Schema.decodeUnknownEither` does, message and all. The same for the in-place decoder
+ * (`ownedDecoderFor`), given a copy of the input: the Schema's value (keys in the input's order), the
+ * very input where the Schema would keep all of it, and the Schema's error otherwise.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, FastCheck, ParseResult, Schema } from "effect"
-import { compile, Declined, decoderFor } from "../src/internal/plainDecoder.ts"
+import { isDeepStrictEqual } from "node:util"
+import { compile, Declined, decoderFor, ownedDecoderFor } from "../src/internal/plainDecoder.ts"
 import { Sandbox } from "../src/Sandbox.ts"
 import { evolve, makeSandbox, nameOf } from "./bench/data.ts"
 
@@ -125,6 +128,20 @@ const clone = (u: unknown): unknown => {
   return u
 }
 
+/** A copy that keeps every object's prototype too (an inherited key stays inherited), for the in-place decoder to own. */
+const cloneWithPrototypes = (u: unknown): unknown => {
+  if (Array.isArray(u)) return u.map(cloneWithPrototypes)
+  if (isObject(u)) {
+    const out = Object.create(Object.getPrototypeOf(u)) as Record<string, unknown>
+    for (const key of Object.keys(u)) {
+      const value = cloneWithPrototypes(u[key])
+      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true })
+    }
+    return out
+  }
+  return u
+}
+
 const formatted = (result: Either.Either<unknown, ParseResult.ParseError>) =>
   result._tag === "Right" ? result : { _tag: "Left", message: ParseResult.TreeFormatter.formatErrorSync(result.left) }
 
@@ -137,6 +154,22 @@ const expectSameAnswer = <A, I>(schema: Schema.Schema<A, I>, u: unknown) => {
     expect(keyOrder(actual.right)).toStrictEqual(keyOrder(expected.right))
   }
   return expected
+}
+
+/**
+ * `ownedDecoderFor`, given a copy of `u` to own, answers what the Schema answers on `u`: the same
+ * value or the same error message. Where the Schema's value is `u` as it is (nothing dropped) and
+ * `inPlace`, the answer is the very copy it was given.
+ */
+const expectSameOwnedAnswer = <A, I>(schema: Schema.Schema<A, I>, u: unknown, inPlace: boolean) => {
+  const given = cloneWithPrototypes(u)
+  // Asked of the very copy, first (the Schema leaves its input as it is): what the Schema keeps as
+  // it is (an `Unknown`) is then the same object in both answers.
+  const expected = Schema.decodeUnknownEither(schema)(given)
+  const actual = ownedDecoderFor(schema)(given)
+  expect(formatted(actual)).toStrictEqual(formatted(expected))
+  if (inPlace && actual._tag === "Right" && isDeepStrictEqual(actual.right, u)) expect(actual.right).toBe(given)
+  return actual
 }
 
 /**
@@ -279,23 +312,43 @@ const applyDamage = (value: unknown, damages: ReadonlyArray<Damage>): unknown =>
  */
 const checkSchema = <A, I>(
   schema: Schema.Schema<A, I>,
-  options: { readonly acceptsValid: boolean; readonly numRuns: number }
+  options: {
+    readonly acceptsValid: boolean
+    readonly numRuns: number
+    /** Valid values that keep all they hold come back as the owned input itself. */
+    readonly inPlace?: boolean
+  }
 ) => {
   const valid = Arbitrary.make(schema)
+  const inPlace = options.inPlace ?? false
+  const owned = compile(schema.ast, true)
+  let sameObject = 0
   FastCheck.assert(
     FastCheck.property(valid, (value) => {
       const answered = expectCompiledSound(schema, value)
       // Fast-check likes `__proto__` for record keys: there a decline is by design (the Schema answers).
       if (options.acceptsValid && !hasProtoKey(value)) expect(answered).toBe(true)
       expect(expectSameAnswer(schema, value)._tag).toBe("Right")
+      // In place: the compiled path answers valid values too, with the Schema's value.
+      const given = cloneWithPrototypes(value)
+      const inPlaceAnswer = owned!(given)
+      if (options.acceptsValid && !hasProtoKey(value)) expect(inPlaceAnswer).not.toBe(Declined)
+      const ownedAnswer = expectSameOwnedAnswer(schema, value, inPlace)
+      if (
+        ownedAnswer._tag === "Right" && ownedAnswer.right !== undefined && isDeepStrictEqual(ownedAnswer.right, value)
+      ) {
+        sameObject++
+      }
     }),
     { numRuns: options.numRuns }
   )
+  if (inPlace) expect(sameObject).toBeGreaterThan(0)
   const seen = { compiled: 0, declinedRight: 0, declinedLeft: 0 }
   FastCheck.assert(
     FastCheck.property(valid, FastCheck.array(damageArbitrary, { minLength: 1, maxLength: 3 }), (value, damages) => {
       const u = applyDamage(value, damages)
       const expected = expectSameAnswer(schema, u)
+      expectSameOwnedAnswer(schema, u, inPlace)
       if (expectCompiledSound(schema, u)) seen.compiled++
       else if (expected._tag === "Right") seen.declinedRight++
       else seen.declinedLeft++
@@ -312,15 +365,16 @@ const checkSchema = <A, I>(
 
 describe("plainDecoder", () => {
   describe("against Schema, property-based", () => {
-    it("Sandbox", () => checkSchema(Sandbox, { acceptsValid: true, numRuns: 300 }))
+    it("Sandbox", () => checkSchema(Sandbox, { acceptsValid: true, numRuns: 300, inPlace: true }))
     it("a struct of every supported leaf, arrays, a record, nested and optional structs", () =>
-      checkSchema(Small, { acceptsValid: true, numRuns: 1000 }))
-    it("keys Object.prototype also has", () => checkSchema(ProtoNames, { acceptsValid: true, numRuns: 500 }))
+      checkSchema(Small, { acceptsValid: true, numRuns: 1000, inPlace: true }))
+    it("keys Object.prototype also has", () =>
+      checkSchema(ProtoNames, { acceptsValid: true, numRuns: 500, inPlace: true }))
     it("property signatures and an index signature together", () =>
       checkSchema(Mixed, { acceptsValid: true, numRuns: 500 }))
     it("an index signature of another type than the property signatures", () =>
       checkSchema(MixedUnknown, { acceptsValid: true, numRuns: 500 }))
-    it("a recursive schema (suspend)", () => checkSchema(Tree, { acceptsValid: true, numRuns: 300 }))
+    it("a recursive schema (suspend)", () => checkSchema(Tree, { acceptsValid: true, numRuns: 300, inPlace: true }))
     it("unions whose members may decline: the Schema answers", () =>
       checkSchema(Unions, { acceptsValid: false, numRuns: 500 }))
   })
@@ -338,6 +392,42 @@ describe("plainDecoder", () => {
       expect(decoded.metadata.name).toBe(nameOf(i))
       expect(expectSameAnswer(Sandbox, u)._tag).toBe("Right")
     }
+  })
+
+  it("in place: a Sandbox as JSON.parse gives it is validated, not copied; a part with excess keys is copied into it", () => {
+    const decode = ownedDecoderFor(Sandbox)
+    const text = JSON.stringify(makeSandbox(3, 0, 4, "bench"))
+    const plain = JSON.parse(text) as { metadata: Record<string, unknown> }
+    delete plain.metadata.managedFields
+    const whole = decode(plain)
+    expect(Either.isRight(whole) && whole.right).toBe(plain)
+
+    const extra = JSON.parse(text) as { metadata: Record<string, unknown>; spec: unknown; status: unknown }
+    const { metadata, spec, status } = extra
+    const answer = decode(extra)
+    if (Either.isLeft(answer)) expect.fail("a Sandbox with managedFields decodes")
+    const decoded = answer.right as unknown as typeof extra
+    expect(decoded).toBe(extra)
+    expect(decoded.metadata).not.toBe(metadata)
+    expect("managedFields" in decoded.metadata).toBe(false)
+    expect(decoded.metadata).toStrictEqual(Schema.decodeUnknownSync(Sandbox)(JSON.parse(text)).metadata)
+    expect(decoded.spec).toBe(spec)
+    expect(decoded.status).toBe(status)
+  })
+
+  it("in place: an input that does not fit is left as it came, and the Schema's error says what was sent", () => {
+    const u = JSON.parse(JSON.stringify(makeSandbox(3, 0, 4, "bench"))) as {
+      metadata: Record<string, unknown>
+      status: Record<string, unknown>
+    }
+    const metadata = u.metadata
+    u.status.phase = 7
+    const before = JSON.stringify(u)
+    const answer = ownedDecoderFor(Sandbox)(u)
+    expect(Either.isLeft(answer)).toBe(true)
+    expect(u.metadata).toBe(metadata)
+    expect(JSON.stringify(u)).toBe(before)
+    expect(formatted(answer)).toStrictEqual(formatted(Schema.decodeUnknownEither(Sandbox)(JSON.parse(before))))
   })
 
   it("drops excess keys and writes the schema's keys in the schema's order", () => {
