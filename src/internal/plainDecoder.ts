@@ -296,8 +296,9 @@ const compileArray = (ast: AST.TupleType, context: Context): Node => {
 const compileUnion = (ast: AST.Union, context: Context): Node => {
   if (ast.types.some(isKeyedMember)) throw new Unsupported("Union with literal-keyed members")
   const optional = ast.types.length === 2 && ast.types[1]!._tag === "UndefinedKeyword"
-  // A member that declines may have written decoded children into an owned input, which the next
-  // member would then judge: so the members of a real union copy (an optional value's need not).
+  // The members of a real union copy (an optional value's need not): what a declined member had
+  // recorded to write into an owned input must never land with another member's answer. (Today only
+  // an exact member, which records nothing, lets the next one try; this keeps it so.)
   const members = ast.types.map((member) => compileNode(member, optional ? context : context.copying))
   const runs = members.map((m) => m.run)
   const exacts = members.map((m) => m.exact)
