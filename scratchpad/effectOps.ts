@@ -6,59 +6,26 @@
  * to run. Run: npx tsx scratchpad/effectOps.ts [resumes] [--by-code] [--sequence] [--held]
  */
 import { Effect, Layer, Stream } from "effect"
-import * as http from "node:http"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
-import { makeSandbox, nameOf } from "../test/bench/data.ts"
+import { nameOf } from "../test/bench/data.ts"
+import { benchSandbox, startResumeServer } from "./resumeServer.ts"
 
 const Resumes = Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 2000)
 const N = 10_000
 const Subscribers = 100
-const listBody = JSON.stringify({
-  kind: "SandboxList",
-  apiVersion: "jr2.dev/v1alpha1",
-  metadata: { resourceVersion: String(N) },
-  items: Array.from({ length: N }, (_, i) => makeSandbox(i, 0, i + 1, "ns"))
-})
 // `--held`: one watch stays open and gets an event every 2 ms, each its own network read (the
 // latency row's shape); the counts are then per event. Otherwise every watch sends one event and
 // ends (the storm's shape), and the counts are per resume.
 const held = process.argv.includes("--held")
-let resourceVersion = N
-let units = 0
-let onUnit: Array<() => void> = []
-/** Resolves at the next resume (or, `--held`, the next event sent). */
-const nextUnit = () => new Promise<void>((resolve) => onUnit.push(resolve))
-const counted = () => {
-  units++
-  const waiting = onUnit
-  onUnit = []
-  waiting.forEach((resolve) => resolve())
-}
-const eventLine = () => {
-  resourceVersion++
-  const object = makeSandbox(resourceVersion % Subscribers, resourceVersion, resourceVersion, "ns")
-  return JSON.stringify({ type: "MODIFIED", object }) + "\n"
-}
-const server = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json" })
-  if (!req.url?.includes("watch=")) {
-    res.end(listBody)
-  } else if (held) {
-    const timer = setInterval(() => {
-      counted()
-      res.write(eventLine())
-    }, 2)
-    res.on("close", () => clearInterval(timer))
-  } else {
-    counted()
-    res.end(eventLine())
-  }
+const server = await startResumeServer({
+  listed: N,
+  target: (resourceVersion) => resourceVersion % Subscribers,
+  object: benchSandbox,
+  held
 })
-await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
-const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: url })))
+const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: server.url })))
 
 // Count every instruction the runtime dispatches, by its op code; with `--by-code`, a `Commit`,
 // `WithRuntime`, `Sync` or `OnSuccess` also by the start of the function it runs, to see whose it is.
@@ -97,15 +64,15 @@ const program = Effect.gen(function*() {
   }
   yield* watch.synced
   yield* Effect.sleep("200 millis")
-  const start = units
+  const start = server.sent()
   counting = true
-  while (units - start < Resumes) yield* Effect.sleep("5 millis")
+  while (server.sent() - start < Resumes) yield* Effect.sleep("5 millis")
   counting = false
-  const resumes = units - start
+  const resumes = server.sent() - start
   if (process.argv.includes("--sequence")) {
-    yield* Effect.promise(nextUnit)
+    yield* Effect.promise(server.nextSent)
     tracing = true
-    yield* Effect.promise(nextUnit)
+    yield* Effect.promise(server.nextSent)
     tracing = false
     sequence.forEach((line, i) => console.log(String(i).padStart(4), line))
   }

@@ -6,34 +6,14 @@
  * Run: npx tsx scratchpad/fiberRefWrites.ts [N]
  */
 import { Effect, Layer } from "effect"
-import * as http from "node:http"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
+import { startResumeServer } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 2000)
-let rv = 100
-const object = (name: string, resourceVersion: number) => ({
-  apiVersion: "jr2.dev/v1alpha1",
-  kind: "Sandbox",
-  metadata: { name, namespace: "ns", resourceVersion: String(resourceVersion), labels: { "jr2.dev/run": "r" } },
-  status: { phase: "Ready" }
-})
-let watches = 0
-const server = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json" })
-  if (req.url?.includes("watch=")) {
-    watches++
-    res.end(JSON.stringify({ type: "MODIFIED", object: object("a", ++rv) }) + "\n")
-  } else {
-    res.end(
-      JSON.stringify({ kind: "SandboxList", metadata: { resourceVersion: String(rv) }, items: [object("a", rv)] })
-    )
-  }
-})
-await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
-const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: url })))
+const server = await startResumeServer({ listed: 1, target: () => 0 })
+const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: server.url })))
 
 // Patch the fiber runtime's prototype once: count each FiberRefs copy by where it came from.
 const proto: Record<string, (...args: Array<unknown>) => unknown> = await Effect.runPromise(
@@ -73,10 +53,10 @@ const program = Effect.gen(function*() {
   yield* watch.synced
   yield* Effect.sleep("200 millis")
   counting = true
-  const start = watches
-  while (watches - start < N) yield* Effect.sleep("5 millis")
+  const start = server.sent()
+  while (server.sent() - start < N) yield* Effect.sleep("5 millis")
   counting = false
-  const resumes = watches - start
+  const resumes = server.sent() - start
   const total = [...bySite.values()].reduce((a, b) => a + b, 0)
   console.log(`${resumes} resumes: ${(total / resumes).toFixed(1)} FiberRefs copies each`)
   for (const [k, v] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 25)) {

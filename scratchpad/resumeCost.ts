@@ -11,45 +11,25 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Agent, type Dispatcher } from "@effect/platform-node/Undici"
 import { Effect, Layer, Stream } from "effect"
-import * as http from "node:http"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
+import { startResumeServer } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 2000)
-let rv = 100
-const object = (name: string, resourceVersion: number) => ({
-  apiVersion: "jr2.dev/v1alpha1",
-  kind: "Sandbox",
-  metadata: { name, namespace: "ns", resourceVersion: String(resourceVersion), labels: { "jr2.dev/run": "r" } },
-  status: { phase: "Ready" }
-})
-let watches = 0
-const server = http.createServer((req, res) => {
-  if (req.url?.includes("watch=")) {
-    watches++
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(JSON.stringify({ type: "MODIFIED", object: object("a", ++rv) }) + "\n")
-  } else {
-    res.writeHead(200, { "content-type": "application/json" })
-    res.end(
-      JSON.stringify({ kind: "SandboxList", metadata: { resourceVersion: String(rv) }, items: [object("a", rv)] })
-    )
-  }
-})
-await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+const server = await startResumeServer({ listed: 1, target: () => 0 })
+const url = server.url
 const config = KubeConfig.layerStatic({ server: url })
 const clientLayer = KubeClient.layer.pipe(Layer.provide(config))
 
 const measure = async (label: string, run: () => Promise<void>) => {
   const c0 = process.cpuUsage()
   const t0 = performance.now()
-  const w0 = watches
+  const w0 = server.sent()
   await run()
   const c1 = process.cpuUsage(c0)
-  const n = watches - w0
+  const n = server.sent() - w0
   console.log(
     `${label.padEnd(8)} ${n} resumes: ${((c1.user + c1.system) / 1000 / n).toFixed(3)} ms CPU each, ${
       ((performance.now() - t0) / n).toFixed(3)
@@ -101,8 +81,8 @@ const viaClient = Effect.gen(function*() {
 const viaWatch = Effect.gen(function*() {
   const watch = yield* SandboxWatch.SandboxWatch
   yield* watch.synced
-  const start = watches
-  while (watches - start < N) yield* Effect.sleep("5 millis")
+  const start = server.sent()
+  while (server.sent() - start < N) yield* Effect.sleep("5 millis")
 }).pipe(Effect.provide(SandboxWatch.layer({ namespace: "ns" }).pipe(Layer.provide(clientLayer))))
 
 for (let round = 0; round < 3; round++) {

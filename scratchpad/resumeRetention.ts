@@ -9,34 +9,13 @@
  * benchmark's storm row (which supervises every fiber) moved from ~60 to ~190 B.
  */
 import { Effect, Layer, Stream } from "effect"
-import * as http from "node:http"
 import * as v8 from "node:v8"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
-let rv = 100
-const object = (name: string, resourceVersion: number) => ({
-  apiVersion: "jr2.dev/v1alpha1",
-  kind: "Sandbox",
-  metadata: { name, namespace: "ns", resourceVersion: String(resourceVersion), labels: { "jr2.dev/run": "r" } },
-  status: { phase: "Ready" }
-})
-let watches = 0
-const server = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json" })
-  if (req.url?.includes("watch=")) {
-    watches++
-    res.end(JSON.stringify({ type: "MODIFIED", object: object(`s${watches % 100}`, ++rv) }) + "\n")
-  } else {res.end(
-      JSON.stringify({
-        kind: "SandboxList",
-        metadata: { resourceVersion: String(rv) },
-        items: Array.from({ length: 100 }, (_, i) => object(`s${i}`, rv))
-      })
-    )}
-})
-await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
+import { nameOf } from "../test/bench/data.ts"
+import { startResumeServer } from "./resumeServer.ts"
+const server = await startResumeServer({ listed: 100, target: (resourceVersion) => resourceVersion % 100 })
 const gc = (globalThis as any).gc as () => void
 const heap = () => {
   gc()
@@ -47,10 +26,10 @@ const subs = Number(process.argv[2] ?? 0)
 const prog = Effect.gen(function*() {
   const watch = yield* SandboxWatch.SandboxWatch
   yield* watch.synced
-  for (let i = 0; i < subs; i++) yield* Effect.forkScoped(Stream.runDrain(watch.changes(`s${i}`)))
+  for (let i = 0; i < subs; i++) yield* Effect.forkScoped(Stream.runDrain(watch.changes(nameOf(i))))
   const until = (n: number) =>
     Effect.gen(function*() {
-      while (watches < n) yield* Effect.sleep("5 millis")
+      while (server.sent() < n) yield* Effect.sleep("5 millis")
     })
   yield* until(2000)
   const a = heap()
@@ -64,7 +43,7 @@ const prog = Effect.gen(function*() {
   Effect.provide(
     SandboxWatch.layer({ namespace: "ns" }).pipe(
       Layer.provide(KubeClient.layer),
-      Layer.provide(KubeConfig.layerStatic({ server: url }))
+      Layer.provide(KubeConfig.layerStatic({ server: server.url }))
     )
   )
 )

@@ -6,44 +6,23 @@
  * Run: ROUNDS=8 npx tsx scratchpad/stormResumes.ts [N] [subscribers] [resumes a round] [small]
  */
 import { Effect, Layer, Stream } from "effect"
-import * as http from "node:http"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
-import { makeSandbox, nameOf } from "../test/bench/data.ts"
+import { nameOf } from "../test/bench/data.ts"
+import { benchSandbox, smallSandbox, startResumeServer } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 10_000)
 const Subscribers = Number(process.argv[3] ?? 100)
 const Resumes = Number(process.argv[4] ?? 1000)
 const Rounds = Number(process.env.ROUNDS ?? 8)
 const big = process.argv[5] !== "small"
-const object = (index: number, variant: number, resourceVersion: number) =>
-  big ? makeSandbox(index, variant, resourceVersion, "ns") : {
-    apiVersion: "jr2.dev/v1alpha1",
-    kind: "Sandbox",
-    metadata: { name: nameOf(index), namespace: "ns", resourceVersion: String(resourceVersion) },
-    status: { phase: "Ready" }
-  }
-const listBody = JSON.stringify({
-  kind: "SandboxList",
-  apiVersion: "jr2.dev/v1alpha1",
-  metadata: { resourceVersion: String(N) },
-  items: Array.from({ length: N }, (_, i) => object(i, 0, i + 1))
+const server = await startResumeServer({
+  listed: N,
+  target: (resourceVersion) => resourceVersion % Math.max(1, Math.min(Subscribers, N)),
+  object: big ? benchSandbox : smallSandbox
 })
-let resourceVersion = N
-let watches = 0
-const server = http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json" })
-  if (req.url?.includes("watch=")) {
-    watches++
-    resourceVersion++
-    const target = resourceVersion % Math.max(1, Math.min(Subscribers, N))
-    res.end(JSON.stringify({ type: "MODIFIED", object: object(target, resourceVersion, resourceVersion) }) + "\n")
-  } else res.end(listBody)
-})
-await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
-const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`
-const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: url })))
+const clientLayer = KubeClient.layer.pipe(Layer.provide(KubeConfig.layerStatic({ server: server.url })))
 
 const perRound: Array<number> = []
 const program = Effect.gen(function*() {
@@ -54,10 +33,10 @@ const program = Effect.gen(function*() {
   yield* watch.synced
   for (let round = 0; round < Rounds; round++) {
     const c0 = process.cpuUsage()
-    const start = watches
-    while (watches - start < Resumes) yield* Effect.sleep("5 millis")
+    const start = server.sent()
+    while (server.sent() - start < Resumes) yield* Effect.sleep("5 millis")
     const c1 = process.cpuUsage(c0)
-    perRound.push((c1.user + c1.system) / 1000 / (watches - start))
+    perRound.push((c1.user + c1.system) / 1000 / (server.sent() - start))
   }
 }).pipe(Effect.scoped, Effect.provide(SandboxWatch.layer({ namespace: "ns" }).pipe(Layer.provide(clientLayer))))
 

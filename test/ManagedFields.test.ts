@@ -41,6 +41,17 @@ const cut = (text: string): string => {
 
 const cutParse = (text: string): unknown => JSON.parse(cut(text))
 
+/** Any object with a metadata (managedFields or not, labels of any text) and JSON spec and status. */
+const anyObject = (() => {
+  const json = FastCheck.jsonValue({ maxDepth: 3 })
+  const metadata = FastCheck.record({
+    name: FastCheck.string({ unit: "grapheme" }),
+    managedFields: FastCheck.array(json, { maxLength: 4 }),
+    labels: FastCheck.dictionary(FastCheck.string(), FastCheck.string({ unit: "grapheme" }), { maxKeys: 3 })
+  }, { requiredKeys: ["name"] })
+  return FastCheck.record({ metadata, spec: json, status: json }, { requiredKeys: ["metadata"] })
+})()
+
 const rows: ReadonlyArray<{ readonly what: string; readonly object: unknown }> = [
   {
     what: "in the middle of metadata",
@@ -111,15 +122,8 @@ describe("decodeWithoutManagedFields", () => {
   })
 
   it("property: any JSON, with or without managedFields anywhere in metadata, parses the same as the whole minus managedFields", () => {
-    const json = FastCheck.jsonValue({ maxDepth: 3 })
-    const metadata = FastCheck.record({
-      name: FastCheck.string({ unit: "grapheme" }),
-      managedFields: FastCheck.array(json, { maxLength: 4 }),
-      labels: FastCheck.dictionary(FastCheck.string(), FastCheck.string({ unit: "grapheme" }), { maxKeys: 3 })
-    }, { requiredKeys: ["name"] })
-    const object = FastCheck.record({ metadata, spec: json, status: json }, { requiredKeys: ["metadata"] })
     FastCheck.assert(
-      FastCheck.property(object, FastCheck.boolean(), (o, pretty) => {
+      FastCheck.property(anyObject, FastCheck.boolean(), (o, pretty) => {
         const text = pretty ? JSON.stringify(o, null, 1) : JSON.stringify(o)
         expect(cutParse(text)).toEqual(expected(text))
       }),
@@ -165,15 +169,8 @@ describe("decodeObjectWithoutManagedFields (one object: a watch line)", () => {
   })
 
   it("property: any object, as a line among others, parses the same as the whole minus metadata.managedFields", () => {
-    const json = FastCheck.jsonValue({ maxDepth: 3 })
-    const metadata = FastCheck.record({
-      name: FastCheck.string({ unit: "grapheme" }),
-      managedFields: FastCheck.array(json, { maxLength: 4 }),
-      labels: FastCheck.dictionary(FastCheck.string(), FastCheck.string({ unit: "grapheme" }), { maxKeys: 3 })
-    }, { requiredKeys: ["name"] })
-    const object = FastCheck.record({ metadata, spec: json, status: json }, { requiredKeys: ["metadata"] })
     FastCheck.assert(
-      FastCheck.property(object, object, (o, after) => {
+      FastCheck.property(anyObject, anyObject, (o, after) => {
         const line = JSON.stringify({ type: "MODIFIED", object: o })
         const [decoded] = inOneChunk(line, JSON.stringify({ type: "ADDED", object: after }))
         expect(JSON.parse(decoded!)).toEqual(expected(line))
