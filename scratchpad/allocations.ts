@@ -120,6 +120,53 @@ const main = async () => {
     (pull, on) =>
       Stream.runForEachChunk(Stream.repeatEffectChunk(pull).pipe(Stream.withSpan("chunk")), () => Effect.sync(on))
   )
+
+  console.log("one chunk through a subscription consumed by Stream.runForEach (what `changes` is):")
+  const present = (chunk: Chunk.Chunk<number>) => Chunk.map(chunk, (n) => n + 1)
+  await consumer(
+    "  Stream.repeatEffectChunk + Stream.ensuring",
+    (pull, on) =>
+      Stream.runForEach(
+        Stream.repeatEffectChunk(Effect.map(pull, present)).pipe(Stream.ensuring(Effect.void)),
+        () => Effect.sync(on)
+      )
+  )
+  await consumer(
+    "  a channel that loops on the pull + Stream.ensuring",
+    (pull, on) => {
+      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
+        Channel.fromEffect(pull),
+        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
+      )
+      return Stream.runForEach(
+        Stream.fromChannel(Channel.suspend(() => loop)).pipe(Stream.ensuring(Effect.void)),
+        () => Effect.sync(on)
+      )
+    }
+  )
+  await consumer(
+    "  ... with Channel.ensuring instead",
+    (pull, on) => {
+      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
+        Channel.fromEffect(pull),
+        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
+      )
+      return Stream.runForEach(
+        Stream.fromChannel(Channel.ensuring(Channel.suspend(() => loop), Effect.void)),
+        () => Effect.sync(on)
+      )
+    }
+  )
+  await consumer(
+    "  ... with neither",
+    (pull, on) => {
+      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
+        Channel.fromEffect(pull),
+        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
+      )
+      return Stream.runForEach(Stream.fromChannel(Channel.suspend(() => loop)), () => Effect.sync(on))
+    }
+  )
 }
 
 void main()

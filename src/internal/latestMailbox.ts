@@ -25,15 +25,18 @@ export class LatestMailbox<K, V> {
 
   /** Everything pending, oldest change first; waits while nothing is. */
   readonly takeAll: Effect.Effect<Chunk.Chunk<readonly [K, V]>> = Effect.suspend(() =>
-    this.pending.size > 0
-      ? Effect.sync(() => this.drain())
-      : Effect.async<Chunk.Chunk<readonly [K, V]>>((resume) => {
-        this.wake = () => resume(Effect.sync(() => this.drain()))
-        return Effect.sync(() => {
-          this.wake = undefined
-        })
-      })
+    this.pending.size > 0 ? this.drainNow : this.waitForPut
   )
+
+  // Made once per mailbox, not per wait: a subscriber waits once per change it is told.
+  private readonly drainNow = Effect.sync(() => this.drain())
+  private readonly stopWaiting = Effect.sync(() => {
+    this.wake = undefined
+  })
+  private readonly waitForPut = Effect.async<Chunk.Chunk<readonly [K, V]>>((resume) => {
+    this.wake = () => resume(this.drainNow)
+    return this.stopWaiting
+  })
 
   private drain(): Chunk.Chunk<readonly [K, V]> {
     const drained = Chunk.unsafeFromArray(Array.from(this.pending))

@@ -147,40 +147,41 @@ export const pullLines = <A, E, E2, R>(
   // A ready-made cause: `Effect.fail` of an object would capture the current span into it on
   // every run, and every watch ends here.
   const end = Effect.failCause(Cause.fail(Option.none()))
+  // The read and what follows it, made once per body rather than once per read.
+  const readThen: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.matchEffect(read, {
+    onFailure: (error) => {
+      finished = true
+      return Effect.fail(Option.some(error))
+    },
+    onSuccess: (bytes) => {
+      const out: Array<A> = []
+      let error: E | undefined = undefined
+      if (bytes === null) {
+        finished = true
+        error = handler.onEnd(splitter.end(), out)
+      } else {
+        const result = splitter.push(bytes, (line) => {
+          error = handler.onLine(line, out)
+          return error === undefined
+        })
+        if (result === "tooLong") error = handler.onTooLong(maxLineBytes)
+      }
+      if (error !== undefined) {
+        finished = true
+        if (out.length === 0) return Effect.fail(Option.some(error))
+        failNext = error
+      }
+      if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
+      return finished ? end : pull
+    }
+  })
   const pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | E2>, R> = Effect.suspend(() => {
     if (failNext !== undefined) {
       const error = failNext
       failNext = undefined
       return Effect.fail(Option.some(error))
     }
-    if (finished) return end
-    return Effect.matchEffect(read, {
-      onFailure: (error) => {
-        finished = true
-        return Effect.fail(Option.some(error))
-      },
-      onSuccess: (bytes) => {
-        const out: Array<A> = []
-        let error: E | undefined = undefined
-        if (bytes === null) {
-          finished = true
-          error = handler.onEnd(splitter.end(), out)
-        } else {
-          const result = splitter.push(bytes, (line) => {
-            error = handler.onLine(line, out)
-            return error === undefined
-          })
-          if (result === "tooLong") error = handler.onTooLong(maxLineBytes)
-        }
-        if (error !== undefined) {
-          finished = true
-          if (out.length === 0) return Effect.fail(Option.some(error))
-          failNext = error
-        }
-        if (out.length > 0) return Effect.succeed(Chunk.unsafeFromArray(out))
-        return finished ? end : pull
-      }
-    })
+    return finished ? end : readThen
   })
   return pull
 }

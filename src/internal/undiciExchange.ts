@@ -163,27 +163,39 @@ export class BodyReader {
 
   /** The next bytes of the body, or `null` once it has ended cleanly. */
   readonly next: Effect.Effect<Buffer | null, unknown> = Effect.async<Buffer | null, unknown>((resume) => {
-    const attempt = (): boolean => {
-      let bytes: Buffer | null | undefined
-      try {
-        bytes = this.poll()
-      } catch (error) {
-        resume(Effect.fail(error))
-        return true
-      }
-      if (bytes === undefined) return false
-      resume(Effect.succeed(bytes))
+    if (this.attempt(resume)) return
+    this.waiting = resume
+    this.wake = this.retry
+    return this.stopWaiting
+  })
+
+  // What a read that has to wait needs, made once per body rather than once per read: a watch
+  // waits once for every network read.
+  private waiting: ((effect: Effect.Effect<Buffer | null, unknown>) => void) | undefined = undefined
+  private readonly retry = (): void => {
+    const resume = this.waiting
+    if (resume === undefined) return
+    if (this.attempt(resume)) this.waiting = undefined
+    else this.wake = this.retry
+  }
+  private readonly stopWaiting = Effect.sync(() => {
+    this.wake = undefined
+    this.waiting = undefined
+  })
+
+  /** Resumes the read with what is there (bytes, the end, or the body's error) and says whether it did. */
+  private attempt(resume: (effect: Effect.Effect<Buffer | null, unknown>) => void): boolean {
+    let bytes: Buffer | null | undefined
+    try {
+      bytes = this.poll()
+    } catch (error) {
+      resume(Effect.fail(error))
       return true
     }
-    if (attempt()) return
-    const retry = () => {
-      if (!attempt()) this.wake = retry
-    }
-    this.wake = retry
-    return Effect.sync(() => {
-      this.wake = undefined
-    })
-  })
+    if (bytes === undefined) return false
+    resume(Effect.succeed(bytes))
+    return true
+  }
 
   /** The whole body, in one Buffer. */
   readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => {

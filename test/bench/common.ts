@@ -183,7 +183,7 @@ export const window = (() => {
         await session.post("HeapProfiler.startSampling", {
           samplingInterval: 4096,
           includeObjectsCollectedByMajorGC: true,
-          includeObjectsCollectedByMinorGC: true
+          includeObjectsCollectedByMinorGC: process.env.BENCH_PROMOTED !== "1"
         })
       } else {
         await session.post("Profiler.enable")

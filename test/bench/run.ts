@@ -283,6 +283,8 @@ const runChild = (
     child.on("exit", (code) => {
       liveChildren.delete(child)
       clearTimeout(timer)
+      const keep = process.env.BENCH_STDOUT
+      if (keep !== undefined && keep !== "") Fs.appendFileSync(keep, `== ${entry.key} ${scenario}\n${redact(stdout)}`)
       const line = stdout.trim().split("\n").pop() ?? ""
       if (code === 0 && line.startsWith("{")) return resolve(JSON.parse(line) as ChildResult)
       const why = redact(stderr.trim() || stdout.trim()).split("\n").slice(0, 6).join(" / ")

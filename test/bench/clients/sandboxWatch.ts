@@ -311,7 +311,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
             const final = toldOf(target, sample)
             told = final.told
             yield* subscribeCounted(name, final.onValue)
-          } else yield* subscribeCounted(name, sample)
+          } else if (process.env.BENCH_LAT_ONLY_TARGET !== "1") yield* subscribeCounted(name, sample)
         }
         yield* watch.synced
         yield* allSubscribed
