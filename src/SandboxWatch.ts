@@ -240,16 +240,23 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
 const applyEveryChunk =
   <A, E, E2 extends { readonly _tag: string }>(apply: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2>) =>
   (open: Effect.Effect<Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, E, Scope.Scope>): Effect.Effect<void, E | E2> =>
-    Effect.scoped(Effect.flatMap(open, (pull) =>
+    Effect.scoped(Effect.flatMap(open, (pull) => {
+      // Not `Effect.forever`, which yields to the scheduler after every round: a chunk read from
+      // the network already comes after a wait, and the runtime still yields after its op budget.
+      const loop: Effect.Effect<never, Option.Option<E> | E2> = Effect.flatMap(
+        Effect.flatMap(pull, apply),
+        () => loop
+      )
       // The pull fails with an `Option` (none at the end); `apply` fails with its own error, told
       // apart by being no `Option`, rather than wrapped in one per chunk.
-      Effect.catchAll(
-        Effect.forever(Effect.flatMap(pull, apply)),
+      return Effect.catchAll(
+        loop,
         (error: Option.Option<E> | E2): Effect.Effect<void, E | E2> =>
           Option.isOption(error)
             ? Option.match(error, { onNone: () => Effect.void, onSome: Effect.fail })
             : Effect.fail(error)
-      )))
+      )
+    }))
 
 /** How a watch ended, whether it heard anything, and the newest resourceVersion it reached. */
 interface RoundOutcome {
