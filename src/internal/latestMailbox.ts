@@ -30,12 +30,12 @@ export class LatestMailbox<K, V> {
 
   // Made once per mailbox, not per wait: a subscriber waits once per change it is told.
   private readonly drainNow = Effect.sync(() => this.drain())
-  private readonly stopWaiting = Effect.sync(() => {
-    this.wake = undefined
-  })
   private readonly waitForPut = Effect.async<Chunk.Chunk<readonly [K, V]>>((resume) => {
+    // No canceller (`Effect.async` would wrap it in an interrupt handler on every wait): a reader
+    // interrupted while waiting leaves a wake that the next wait replaces, or that a `put` calls
+    // into a fiber no longer listening; either way nothing pending is lost, it stays for the next
+    // `takeAll`.
     this.wake = () => resume(this.drainNow)
-    return this.stopWaiting
   })
 
   private drain(): Chunk.Chunk<readonly [K, V]> {

@@ -166,7 +166,9 @@ export class BodyReader {
     if (this.attempt(resume)) return
     this.waiting = resume
     this.wake = this.retry
-    return this.stopWaiting
+    // No canceller: `Effect.async` wraps one in an interrupt handler on every wait (a third of
+    // what a wait runs). A read is only interrupted when its watch or request is abandoned, and
+    // that discards the body; a resume that still comes reaches a fiber that no longer listens.
   })
 
   // What a read that has to wait needs, made once per body rather than once per read: a watch
@@ -178,10 +180,6 @@ export class BodyReader {
     if (this.attempt(resume)) this.waiting = undefined
     else this.wake = this.retry
   }
-  private readonly stopWaiting = Effect.sync(() => {
-    this.wake = undefined
-    this.waiting = undefined
-  })
 
   /** Resumes the read with what is there (bytes, the end, or the body's error) and says whether it did. */
   private attempt(resume: (effect: Effect.Effect<Buffer | null, unknown>) => void): boolean {
@@ -222,6 +220,8 @@ export class BodyReader {
 
   /** Stops reading: an unfinished body is destroyed, which closes its connection (undici's way to abort it). */
   discard(): void {
+    this.wake = undefined
+    this.waiting = undefined
     if (!this.ended) this.stream.destroy()
   }
 }
