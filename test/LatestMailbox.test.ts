@@ -1,0 +1,48 @@
+/**
+ * A subscriber's mailbox (`src/internal/latestMailbox.ts`): the latest value per key, in the order
+ * the keys last changed, and nothing lost when a reader gives up waiting (its wait has no
+ * canceller, so an abandoned wait must not swallow what comes after it).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Option } from "effect"
+import { LatestMailbox } from "../src/internal/latestMailbox.ts"
+
+describe("LatestMailbox", () => {
+  it.effect("keeps the latest value per key, oldest change first", () =>
+    Effect.gen(function*() {
+      const mailbox = new LatestMailbox<string, number>()
+      mailbox.put("a", 1)
+      mailbox.put("b", 2)
+      mailbox.put("a", 3)
+      expect(Chunk.toReadonlyArray(yield* mailbox.takeAll)).toEqual([["b", 2], ["a", 3]])
+    }))
+
+  it.effect("a reader waits until something is put, then gets it", () =>
+    Effect.gen(function*() {
+      const mailbox = new LatestMailbox<string, number>()
+      const reader = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      expect(Option.isNone(yield* Fiber.poll(reader))).toBe(true)
+      mailbox.put("a", 1)
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["a", 1]])
+    }))
+
+  it.effect("a reader interrupted while waiting loses nothing: what is put next goes to the next take", () =>
+    Effect.gen(function*() {
+      const mailbox = new LatestMailbox<string, number>()
+      const abandoned = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(abandoned)
+      // Put while nobody waits (the abandoned wait's wake is still set), then a new reader.
+      mailbox.put("a", 1)
+      expect(Chunk.toReadonlyArray(yield* mailbox.takeAll)).toEqual([["a", 1]])
+      // And a new wait after an abandoned one is the one woken.
+      const gaveUp = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(gaveUp)
+      const next = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      mailbox.put("b", 2)
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(next))).toEqual([["b", 2]])
+    }))
+})
