@@ -65,7 +65,9 @@ export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string,
   const ms = samplesNs.map((ns) => ns / 1e6)
   // For a look at the series (spikes, drift): BENCH_DUMP=<file> writes every sample, in order.
   if (process.env.BENCH_DUMP !== undefined && process.env.BENCH_DUMP !== "") {
-    void import("node:fs").then((fs) => fs.writeFileSync(process.env.BENCH_DUMP!.replace("%p", String(process.pid)), JSON.stringify(ms)))
+    void import("node:fs").then((fs) =>
+      fs.writeFileSync(process.env.BENCH_DUMP!.replace("%p", String(process.pid)), JSON.stringify(ms))
+    )
   }
   const sorted = [...ms].sort((a, b) => a - b)
   // The second half alone: past the JIT's warm-up and the first collections after the list.
