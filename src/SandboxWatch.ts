@@ -236,6 +236,7 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
  * what a chunk allocates is latency. The watch is opened as a pull, not as a `Stream` turned into
  * one: per watch, the stream's scope and channel executor cost twice the rest of it (0.20–0.22 ms
  * of CPU against 0.10–0.12 ms, rows `toPull` and `openWatch` of `npx tsx scratchpad/watchLayers.ts`).
+ * `apply` fails with a tagged error, never an `Option`: the pull's own failures are `Option`s.
  */
 const applyEveryChunk =
   <A, E, E2 extends { readonly _tag: string }>(apply: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2>) =>
