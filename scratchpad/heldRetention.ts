@@ -1,6 +1,8 @@
 /**
  * What an open watch keeps per event: the heap after a full collection, before and after a run of
- * events on one held watch (100 `changes` subscribers, events over 100 names, as the latency row).
+ * events on one held watch (100 `changes` subscribers, events over 100 names, as the latency row;
+ * `SUBSCRIBERS=0` for none). The server runs in this process, so `--trace-gc` counts its work too:
+ * for the client's own collections use the benchmark (`BENCH_STDOUT`, test/bench/README.md).
  * Run: node --expose-gc --trace-gc --import tsx scratchpad/heldRetention.ts [events]
  */
 import { Effect, Layer, Stream } from "effect"
