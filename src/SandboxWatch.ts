@@ -300,11 +300,17 @@ export const make = (
         return [applied, applied.cache] as const
       })
 
+    // Uninterruptible: an event read from the wire is applied whole or not at all (the step is
+    // synchronous; only a wait for the lock could be interrupted). And measured: the lock's own
+    // switches back to interruptible made what each step allocated outlive young collections,
+    // 1.4–1.8 MB promoted per scavenge against 0.03–0.06 MB this way, pauses 3–4 → ~1 ms
+    // (`BENCH_LAT_ONLY_TARGET=1 BENCH_STDOUT=<file> npm run bench -- --only lat
+    // --node-flags=--trace-gc-nvp`; test/bench/results/2026-12-04-third-pass.md).
     const applyEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, from: string) =>
-      SubscriptionRef.modify(cache, (old) => {
+      Effect.uninterruptible(SubscriptionRef.modify(cache, (old) => {
         const applied = SandboxCache.applyEvents(old, events, from, tell)
         return [applied, applied.cache] as const
-      })
+      }))
 
     /** By type, synchronously: this runs for every chunk a watch reads (most hold one event). */
     const countEvents = (
