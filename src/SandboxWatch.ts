@@ -300,17 +300,31 @@ export const make = (
         return [applied, applied.cache] as const
       })
 
-    // Uninterruptible: an event read from the wire is applied whole or not at all (the step is
-    // synchronous; only a wait for the lock could be interrupted). And measured: the lock's own
-    // switches back to interruptible made what each step allocated outlive young collections,
-    // 1.4–1.8 MB promoted per scavenge against 0.03–0.06 MB this way, pauses 3–4 → ~1 ms
-    // (`BENCH_LAT_ONLY_TARGET=1 BENCH_STDOUT=<file> npm run bench -- --only lat
-    // --node-flags=--trace-gc-nvp`; test/bench/results/2026-12-04-third-pass.md).
+    // What a chunk tells goes into the mailboxes inside the cache's step (a subscriber registering
+    // under the same lock reads the cache this step returns, so nothing slips between), but their
+    // readers are woken after it: woken inside the lock's region, every woken subscriber's work
+    // outlived young collections (1.4–1.9 MB promoted per scavenge, pauses 3–5 ms; measured with
+    // `BENCH_STDOUT=<file> npm run bench -- --only lat --node-flags=--trace-gc-nvp`).
+    const toWake: Array<Mailbox> = []
+    const tellQuietly: SandboxCache.Tell = (name, value) => hub.tellQuietly(name, value, toWake)
+    const wakeTold = (applied: SandboxCache.EventsApplied) => {
+      for (let i = 0; i < toWake.length; i++) toWake[i]!.wakeReader()
+      toWake.length = 0
+      return applied
+    }
+    // Uninterruptible, the step and the wakes after it: an event read from the wire is applied
+    // whole or not at all, and a told reader is always woken. And measured: the lock's own switches
+    // back to interruptible made what each step allocated outlive young collections, 1.4–1.8 MB
+    // promoted per scavenge against 0.03–0.06 MB this way, pauses 3–4 → ~1 ms (one subscriber:
+    // `BENCH_LAT_ONLY_TARGET=1`; test/bench/results/2026-12-04-third-pass.md).
     const applyEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, from: string) =>
-      Effect.uninterruptible(SubscriptionRef.modify(cache, (old) => {
-        const applied = SandboxCache.applyEvents(old, events, from, tell)
-        return [applied, applied.cache] as const
-      }))
+      Effect.uninterruptible(Effect.map(
+        SubscriptionRef.modify(cache, (old) => {
+          const applied = SandboxCache.applyEvents(old, events, from, tellQuietly)
+          return [applied, applied.cache] as const
+        }),
+        wakeTold
+      ))
 
     /** By type, synchronously: this runs for every chunk a watch reads (most hold one event). */
     const countEvents = (

@@ -1,11 +1,13 @@
 /**
- * A subscriber's mailbox (`src/internal/latestMailbox.ts`): the latest value per key, in the order
- * the keys last changed, and nothing lost when a reader gives up waiting (its wait has no
- * canceller, so an abandoned wait must not swallow what comes after it).
+ * A subscriber's mailbox (`src/internal/latestMailbox.ts`) and the hub that fills them: the latest
+ * value per key, in the order the keys last changed; nothing lost when a reader gives up waiting
+ * (its wait has no canceller, so an abandoned wait must not swallow what comes after it); and a
+ * value stored without waking the reader, for the watch to wake after its cache step.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Option } from "effect"
 import { LatestMailbox } from "../src/internal/latestMailbox.ts"
+import { SubscriberHub } from "../src/internal/subscriberHub.ts"
 
 describe("LatestMailbox", () => {
   it.effect("keeps the latest value per key, oldest change first", () =>
@@ -25,6 +27,39 @@ describe("LatestMailbox", () => {
       expect(Option.isNone(yield* Fiber.poll(reader))).toBe(true)
       mailbox.put("a", 1)
       expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["a", 1]])
+    }))
+
+  it.effect("store keeps the value without waking the reader; wakeReader wakes it with what was stored", () =>
+    Effect.gen(function*() {
+      const mailbox = new LatestMailbox<string, number>()
+      expect(mailbox.store("a", 1)).toBe(false) // nobody waits yet
+      expect(Chunk.toReadonlyArray(yield* mailbox.takeAll)).toEqual([["a", 1]])
+      const reader = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      expect(mailbox.store("b", 2)).toBe(true)
+      yield* Effect.yieldNow()
+      expect(Option.isNone(yield* Fiber.poll(reader))).toBe(true)
+      mailbox.store("b", 3)
+      mailbox.wakeReader()
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["b", 3]])
+    }))
+
+  it.effect("SubscriberHub.tellQuietly stores in every mailbox of the name and of every name, and lists the waiting readers", () =>
+    Effect.gen(function*() {
+      const hub = new SubscriberHub<number>()
+      const one = hub.add("a")
+      const every = hub.add(undefined)
+      const other = hub.add("b")
+      const waiting = yield* Effect.fork(one.takeAll)
+      yield* Effect.yieldNow()
+      const woken: Array<LatestMailbox<string, number>> = []
+      hub.tellQuietly("a", 1, woken)
+      expect(woken).toEqual([one])
+      for (const mailbox of woken) mailbox.wakeReader()
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(waiting))).toEqual([["a", 1]])
+      expect(Chunk.toReadonlyArray(yield* every.takeAll)).toEqual([["a", 1]])
+      expect(other.store("b", 0)).toBe(false)
+      expect(Chunk.toReadonlyArray(yield* other.takeAll)).toEqual([["b", 0]])
     }))
 
   it.effect("a reader interrupted while waiting loses nothing: what is put next goes to the next take", () =>

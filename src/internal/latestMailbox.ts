@@ -14,8 +14,22 @@ export class LatestMailbox<K, V> {
 
   /** Replace what is pending for `key` (it moves to the back: the reader sees changes in order). */
   put(key: K, value: V): void {
+    this.store(key, value)
+    this.wakeReader()
+  }
+
+  /**
+   * `put` without waking the reader: says whether one waits, to be woken with `wakeReader` once the
+   * caller's step is over. What is stored is there for the reader's next take either way.
+   */
+  store(key: K, value: V): boolean {
     this.pending.delete(key)
     this.pending.set(key, value)
+    return this.wake !== undefined
+  }
+
+  /** Wakes a reader waiting for a put, if one is. */
+  wakeReader(): void {
     const wake = this.wake
     if (wake !== undefined) {
       this.wake = undefined

@@ -22,6 +22,20 @@ export class SubscriberHub<V> {
     return this.byName.keys()
   }
 
+  /**
+   * `tell`, with the readers to wake added to `woken` rather than woken now: what is told is in
+   * every mailbox when this returns; the caller wakes their readers once its step is over.
+   */
+  tellQuietly(name: string, value: V, woken: Array<LatestMailbox<string, V>>): void {
+    const subscribers = this.byName.get(name)
+    if (subscribers !== undefined) {
+      for (const mailbox of subscribers) if (mailbox.store(name, value)) woken.push(mailbox)
+    }
+    if (this.everyName.size > 0) {
+      for (const mailbox of this.everyName) if (mailbox.store(name, value)) woken.push(mailbox)
+    }
+  }
+
   tell(name: string, value: V): void {
     const subscribers = this.byName.get(name)
     if (subscribers !== undefined) { for (const mailbox of subscribers) mailbox.put(name, value) }
