@@ -123,6 +123,14 @@ const main = async () => {
 
   console.log("one chunk through a subscription consumed by Stream.runForEach (what `changes` is):")
   const present = (chunk: Chunk.Chunk<number>) => Chunk.map(chunk, (n) => n + 1)
+  /** A channel that loops on the pull, writing each chunk (the shape of `SandboxWatch`'s subscriptions). */
+  const loopOn = (pull: Effect.Effect<Chunk.Chunk<number>>): Channel.Channel<Chunk.Chunk<number>> => {
+    const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
+      Channel.fromEffect(pull),
+      (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
+    )
+    return loop
+  }
   await consumer(
     "  Stream.repeatEffectChunk + Stream.ensuring",
     (pull, on) =>
@@ -133,39 +141,17 @@ const main = async () => {
   )
   await consumer(
     "  a channel that loops on the pull + Stream.ensuring",
-    (pull, on) => {
-      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
-        Channel.fromEffect(pull),
-        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
-      )
-      return Stream.runForEach(
-        Stream.fromChannel(Channel.suspend(() => loop)).pipe(Stream.ensuring(Effect.void)),
-        () => Effect.sync(on)
-      )
-    }
+    (pull, on) =>
+      Stream.runForEach(Stream.fromChannel(loopOn(pull)).pipe(Stream.ensuring(Effect.void)), () => Effect.sync(on))
   )
   await consumer(
     "  ... with Channel.ensuring instead",
-    (pull, on) => {
-      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
-        Channel.fromEffect(pull),
-        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
-      )
-      return Stream.runForEach(
-        Stream.fromChannel(Channel.ensuring(Channel.suspend(() => loop), Effect.void)),
-        () => Effect.sync(on)
-      )
-    }
+    (pull, on) =>
+      Stream.runForEach(Stream.fromChannel(Channel.ensuring(loopOn(pull), Effect.void)), () => Effect.sync(on))
   )
   await consumer(
     "  ... with neither",
-    (pull, on) => {
-      const loop: Channel.Channel<Chunk.Chunk<number>> = Channel.flatMap(
-        Channel.fromEffect(pull),
-        (chunk) => Channel.flatMap(Channel.write(present(chunk)), () => loop)
-      )
-      return Stream.runForEach(Stream.fromChannel(Channel.suspend(() => loop)), () => Effect.sync(on))
-    }
+    (pull, on) => Stream.runForEach(Stream.fromChannel(loopOn(pull)), () => Effect.sync(on))
   )
 }
 

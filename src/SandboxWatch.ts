@@ -278,7 +278,6 @@ export const make = (
     const settings = settingsOf(options)
     const cache = yield* SubscriptionRef.make<SandboxCache.SandboxCache>(SandboxCache.empty)
     const hub = new SubscriberHub<Option.Option<Sandbox>>()
-    const tell: SandboxCache.Tell = (name, value) => hub.tell(name, value)
     // Read and written by the loop's fiber only; set in one place, `settle`.
     let state: WatchMachine.WatchState = WatchMachine.initial
     const counts = {
@@ -292,39 +291,42 @@ export const make = (
 
     // -- applying what the cluster said ------------------------------------------------------
 
-    const applyList = (list: FullList<Sandbox>) =>
-      SubscriptionRef.modify(cache, (old) => {
-        // Telling inside this step is safe: subscribers register under the same lock, and the cache
-        // they read next is the one this step returns.
-        const applied = SandboxCache.applyList(old, list, hub.subscribedNames(), tell)
-        return [applied, applied.cache] as const
-      })
-
-    // What a chunk tells goes into the mailboxes inside the cache's step (a subscriber registering
+    // What a step tells goes into the mailboxes inside the cache's step (a subscriber registering
     // under the same lock reads the cache this step returns, so nothing slips between), but their
     // readers are woken after it: woken inside the lock's region, every woken subscriber's work
     // outlived young collections (1.4–1.9 MB promoted per scavenge, pauses 3–5 ms; measured with
     // `BENCH_STDOUT=<file> npm run bench -- --only lat --node-flags=--trace-gc-nvp`).
     const toWake: Array<Mailbox> = []
-    const tellQuietly: SandboxCache.Tell = (name, value) => hub.tellQuietly(name, value, toWake)
-    const wakeTold = (applied: SandboxCache.EventsApplied) => {
+    const tell: SandboxCache.Tell = (name, value) => hub.tell(name, value, toWake)
+    const wakeTold = <R>(applied: R): R => {
       for (let i = 0; i < toWake.length; i++) toWake[i]!.wakeReader()
       toWake.length = 0
       return applied
     }
-    // Uninterruptible, the step and the wakes after it: an event read from the wire is applied
-    // whole or not at all, and a told reader is always woken. And measured: the lock's own switches
-    // back to interruptible made what each step allocated outlive young collections, 1.4–1.8 MB
-    // promoted per scavenge against 0.03–0.06 MB this way, pauses 3–4 → ~1 ms (one subscriber:
-    // `BENCH_LAT_ONLY_TARGET=1`; test/bench/results/2026-12-04-third-pass.md).
-    const applyEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, from: string) =>
+    /**
+     * One step of the cache: `apply` gets the cache and `tell`, and returns the next cache with
+     * what it did. Uninterruptible, the step and the wakes after it: what the cluster said is applied
+     * whole or not at all (the step is synchronous), and a told reader is always woken. And measured:
+     * the lock's own switches back to interruptible made what each step allocated outlive young
+     * collections, 1.4–1.8 MB promoted per scavenge against 0.03–0.06 MB this way, pauses 3–4 → ~1
+     * ms (one subscriber: `BENCH_LAT_ONLY_TARGET=1`; test/bench/results/2026-12-04-third-pass.md).
+     */
+    const applyToCache = <R extends { readonly cache: SandboxCache.SandboxCache }>(
+      apply: (old: SandboxCache.SandboxCache) => R
+    ): Effect.Effect<R> =>
       Effect.uninterruptible(Effect.map(
         SubscriptionRef.modify(cache, (old) => {
-          const applied = SandboxCache.applyEvents(old, events, from, tellQuietly)
+          const applied = apply(old)
           return [applied, applied.cache] as const
         }),
         wakeTold
       ))
+
+    const applyList = (list: FullList<Sandbox>) =>
+      applyToCache((old) => SandboxCache.applyList(old, list, hub.subscribedNames(), tell))
+
+    const applyEvents = (events: Chunk.Chunk<WatchEvent<Sandbox>>, from: string) =>
+      applyToCache((old) => SandboxCache.applyEvents(old, events, from, tell))
 
     /** By type, synchronously: this runs for every chunk a watch reads (most hold one event). */
     const countEvents = (

@@ -44,7 +44,7 @@ describe("LatestMailbox", () => {
       expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["b", 3]])
     }))
 
-  it.effect("SubscriberHub.tellQuietly stores in every mailbox of the name and of every name, and lists the waiting readers", () =>
+  it.effect("SubscriberHub.tell stores in every mailbox of the name and of every name, and lists the waiting readers", () =>
     Effect.gen(function*() {
       const hub = new SubscriberHub<number>()
       const one = hub.add("a")
@@ -53,7 +53,7 @@ describe("LatestMailbox", () => {
       const waiting = yield* Effect.fork(one.takeAll)
       yield* Effect.yieldNow()
       const woken: Array<LatestMailbox<string, number>> = []
-      hub.tellQuietly("a", 1, woken)
+      hub.tell("a", 1, woken)
       expect(woken).toEqual([one])
       for (const mailbox of woken) mailbox.wakeReader()
       expect(Chunk.toReadonlyArray(yield* Fiber.join(waiting))).toEqual([["a", 1]])

@@ -23,10 +23,11 @@ export class SubscriberHub<V> {
   }
 
   /**
-   * `tell`, with the readers to wake added to `woken` rather than woken now: what is told is in
-   * every mailbox when this returns; the caller wakes their readers once its step is over.
+   * Puts `value` in every mailbox of `name` and of every name, and adds the ones whose reader waits
+   * to `woken`, not waking them: the caller wakes them (`wakeReader`) once its step is over. What is
+   * told is in every mailbox when this returns.
    */
-  tellQuietly(name: string, value: V, woken: Array<LatestMailbox<string, V>>): void {
+  tell(name: string, value: V, woken: Array<LatestMailbox<string, V>>): void {
     const subscribers = this.byName.get(name)
     if (subscribers !== undefined) {
       for (const mailbox of subscribers) if (mailbox.store(name, value)) woken.push(mailbox)
@@ -34,12 +35,6 @@ export class SubscriberHub<V> {
     if (this.everyName.size > 0) {
       for (const mailbox of this.everyName) if (mailbox.store(name, value)) woken.push(mailbox)
     }
-  }
-
-  tell(name: string, value: V): void {
-    const subscribers = this.byName.get(name)
-    if (subscribers !== undefined) { for (const mailbox of subscribers) mailbox.put(name, value) }
-    if (this.everyName.size > 0) { for (const mailbox of this.everyName) mailbox.put(name, value) }
   }
 
   /** A new mailbox for one name (`undefined`: every name). Pair with `remove`. */
