@@ -128,12 +128,26 @@ export const until = (check: () => boolean, ms: number, what: string): Promise<v
  * reached `resourceVersion`): growth after this point is what each resume keeps, not warm-up
  * (compiled code, lazily built state). Measured while the storm goes on.
  */
-export const heapPartWay = async (newestSeen: () => number, resourceVersion: number): Promise<number> => {
+export const heapPartWay = async (
+  newestSeen: () => number,
+  resourceVersion: number
+): Promise<{ readonly heap: number; readonly at: number; readonly seen: number }> => {
   await until(() => newestSeen() >= resourceVersion, 600_000, `resourceVersion ${resourceVersion}`)
   const heap = await settledHeap()
   await snapshotIfAsked("partway")
-  return heap
+  // Where the storm stands once the collections are over: the rate from here on is the warm one.
+  return { heap, at: now(), seen: newestSeen() }
 }
+
+/**
+ * Resumes per second from a tenth of the way (after the collections there) to the end: the storm
+ * once the JIT has warmed up. `endAt` on the clock of `now`; the last resourceVersion is `n + storm`.
+ */
+export const warmResumesPerSec = (
+  shape: { readonly storm: number; readonly n: number },
+  partWay: { readonly at: number; readonly seen: number },
+  endAt: number
+): number => ((shape.n + shape.storm - partWay.seen) / (endAt - partWay.at)) * 1000
 
 /** Bytes of V8's code space in use: machine code the JIT made, which grows while a program warms up. */
 export const codeSpaceBytes = (): number =>
@@ -146,7 +160,7 @@ export const codeSpaceBytes = (): number =>
  */
 export const stormHeapFigures = (
   before: number,
-  partWay: number,
+  partWay: { readonly heap: number },
   after: number,
   resumesAfterPartWay: number,
   code: { readonly before: number; readonly after: number }
@@ -154,8 +168,8 @@ export const stormHeapFigures = (
   heapBeforeMB: before / 1048576,
   heapGrowthMB: (after - before) / 1048576,
   codeGrowthMB: (code.after - code.before) / 1048576,
-  heapGrowthAfterWarmupMB: (after - partWay) / 1048576,
-  keptBytesPerResume: (after - partWay) / Math.max(1, resumesAfterPartWay)
+  heapGrowthAfterWarmupMB: (after - partWay.heap) / 1048576,
+  keptBytesPerResume: (after - partWay.heap) / Math.max(1, resumesAfterPartWay)
 })
 
 /** Parses the `bench.jr2.dev/sent` stamp; undefined when the object has none. */
@@ -266,6 +280,7 @@ export const measureStorm = async (
     figures: {
       ms,
       reconnectsPerSec: (shape.storm / ms) * 1000,
+      warmResumesPerSec: warmResumesPerSec(shape, partWay, t0 + ms),
       cpuMsPerResume: cpu / shape.storm,
       ...stormHeapFigures(before, partWay, after, shape.storm - warm, { before: codeBefore, after: codeAfter })
     }

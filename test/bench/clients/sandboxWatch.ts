@@ -26,6 +26,7 @@ import {
   settledHeap,
   snapshotIfAsked,
   stormHeapFigures,
+  warmResumesPerSec,
   window
 } from "../common.ts"
 import { finalEvent, nameOf, Salt, SentAnnotation } from "../data.ts"
@@ -282,6 +283,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
           figures: {
             ms,
             reconnectsPerSec: (shape.storm / ms) * 1000,
+            warmResumesPerSec: warmResumesPerSec(shape, partWay, t0 + ms),
             cpuMsPerResume: cpu / shape.storm,
             ...stormHeapFigures(heapBefore, partWay, heapAfter, shape.storm - warm, {
               before: codeBefore,
