@@ -3,12 +3,14 @@
  * handler (no stream): the same N watch resumes against a loopback server, drained.
  * Run: npx tsx scratchpad/dispatchCost.ts [N]
  *
- * Seen here, warm (server included, same process): 28–30 µs of CPU per resume through `request`,
- * 28–29.5 through `dispatch`, so the stream costs a resume 1–2 µs of the ~290 µs the storm's
- * sandbox-watch spends on one: not where the storm's time goes, and `request` stays.
+ * Seen here, warm (server included, same process), µs of CPU per resume: `request` 27–30,
+ * `+signal` (an AbortController's signal, as the client passed) 32–40, `+emitter` (an EventEmitter
+ * in its place, as the client now passes) 27, `dispatch` 25–27. The AbortController was worth
+ * replacing; the stream behind `request` (2–3 µs) is not worth a handler of our own.
  */
 import { Agent, type Dispatcher } from "@effect/platform-node/Undici"
 import { Effect } from "effect"
+import { EventEmitter } from "node:events"
 import { startResumeServer } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 2000)
@@ -35,6 +37,52 @@ const viaRequest = Effect.gen(function*() {
   for (let i = 0; i < N; i++) {
     const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
       agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" } }).then(
+        (response) => resume(Effect.succeed(response.body)),
+        (error: Error) => resume(Effect.fail(error))
+      )
+    })
+    yield* Effect.async<void, Error>((resume) => {
+      const read = () => {
+        while (body.read() !== null);
+      }
+      body.on("readable", read)
+      body.once("end", () => resume(Effect.void))
+      body.once("error", (error) => resume(Effect.fail(error)))
+    })
+  }
+})
+
+const viaRequestWithSignal = Effect.gen(function*() {
+  for (let i = 0; i < N; i++) {
+    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
+      const abort = new AbortController()
+      agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" }, signal: abort.signal })
+        .then(
+          (response) => resume(Effect.succeed(response.body)),
+          (error: Error) => resume(Effect.fail(error))
+        )
+    })
+    yield* Effect.async<void, Error>((resume) => {
+      const read = () => {
+        while (body.read() !== null);
+      }
+      body.on("readable", read)
+      body.once("end", () => resume(Effect.void))
+      body.once("error", (error) => resume(Effect.fail(error)))
+    })
+  }
+})
+
+/** An EventEmitter-shaped signal, which undici accepts in place of an AbortSignal. */
+class EmitterSignal extends EventEmitter {
+  aborted = false
+}
+
+const viaRequestWithEmitter = Effect.gen(function*() {
+  for (let i = 0; i < N; i++) {
+    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
+      const signal = new EmitterSignal()
+      agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" }, signal }).then(
         (response) => resume(Effect.succeed(response.body)),
         (error: Error) => resume(Effect.fail(error))
       )
@@ -80,6 +128,8 @@ const viaDispatch = Effect.gen(function*() {
 
 for (let round = 0; round < 4; round++) {
   await measure("request", () => Effect.runPromise(viaRequest))
+  await measure("+signal", () => Effect.runPromise(viaRequestWithSignal))
+  await measure("+emitter", () => Effect.runPromise(viaRequestWithEmitter))
   await measure("dispatch", () => Effect.runPromise(viaDispatch))
 }
 server.close()

@@ -915,6 +915,18 @@ describe("KubeClient.watch", () => {
       yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
+  it.scoped("interrupted before the headers came, a request is aborted: the server sees the connection close", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture(() => undefined) // reads the request, never answers
+      const client = yield* clientFor(fx.url)
+      const fiber = yield* Effect.fork(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      yield* eventually(Effect.sync(() => fx.seen.length), (seen) => seen === 1)
+      yield* Fiber.interrupt(fiber)
+      // Resolves only when the server's request closed unanswered: the client hung up.
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+      expect(fx.seen).toHaveLength(1)
+    }))
+
   it.scoped("bug 2: a list whose body stalls fails after bodyTimeout, and the request is abandoned", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) => {
