@@ -713,13 +713,9 @@ const makeService = (
     const decodeLine = cutsFor(schema) ? decodeObjectWithoutManagedFields : undefined
     // The span lives as long as the watch's scope. (`Stream.withSpan` would provide it afresh to
     // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
-    return Effect.gen(function*() {
-      const span = yield* Effect.makeSpanScoped("KubeClient.watch", {
-        // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
-        captureStackTrace: false,
-        attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
-      })
-      const sent = yield* send("GET", path, undefined, span)
+    // Nested `flatMap`s, not `Effect.gen`: a resume runs this once, and the generator's four
+    // resumptions cost it ~5 µs of CPU (`npm run bench -- --profile sw@22:storm`).
+    const opened = (sent: Sent, scope: Scope.Scope): Effect.Effect<WatchPull<A>> => {
       const body = sent.answer.body
       // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
       const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>
@@ -732,17 +728,6 @@ const makeService = (
             } (its idleTimeout); the connection was taken for dead and closed`
           })
         ))
-      // However the watch ends, an unfinished body is destroyed (that aborts the request). Added to
-      // the scope directly: `Effect.addFinalizer` would capture the fiber's refs to run it under,
-      // five copies of the fiber's FiberRefs per watch (`npx tsx scratchpad/fiberRefWrites.ts`),
-      // which a plain side effect does not need.
-      yield* Scope.addFinalizer(
-        yield* Effect.scope,
-        Effect.sync(() => {
-          silence?.clear()
-          body.discard()
-        })
-      )
       const read = Effect.mapBoth(body.next, {
         onFailure: (cause) =>
           cause instanceof KubeWatchIdleError
@@ -753,8 +738,33 @@ const makeService = (
           return bytes
         }
       })
-      return pullLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
-    })
+      // However the watch ends, an unfinished body is destroyed (that aborts the request). Added to
+      // the scope directly: `Effect.addFinalizer` would capture the fiber's refs to run it under,
+      // five copies of the fiber's FiberRefs per watch (`npx tsx scratchpad/fiberRefWrites.ts`),
+      // which a plain side effect does not need.
+      return Effect.map(
+        Scope.addFinalizer(
+          scope,
+          Effect.sync(() => {
+            silence?.clear()
+            body.discard()
+          })
+        ),
+        () => pullLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
+      )
+    }
+    return Effect.flatMap(
+      Effect.makeSpanScoped("KubeClient.watch", {
+        // A stack trace per watch costs an Error each resume; the attributes say which watch it is.
+        captureStackTrace: false,
+        attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
+      }),
+      (span) =>
+        Effect.flatMap(
+          send("GET", path, undefined, span),
+          (sent) => Effect.flatMap(Effect.scope, (scope) => opened(sent, scope))
+        )
+    )
   }
 
   const watch = <A extends HasMetadata, I>(
