@@ -4,14 +4,43 @@
  * the same. Where both sides are decimal we compare; where either is not, we cannot tell, and say
  * "not older" so the cluster's word is taken.
  *
+ * Compared character by character, not with regular expressions: every watch event is compared with
+ * what the cache holds, and two tests and two replaces cost a resume ~0.8 µs of CPU in the storm's
+ * profile (`npm run bench -- --profile sw@22:storm`).
+ *
  * @internal
  */
-const decimal = /^[0-9]+$/
+const Zero = 48
+const Nine = 57
+
+const isDecimal = (text: string): boolean => {
+  if (text.length === 0) return false
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code < Zero || code > Nine) return false
+  }
+  return true
+}
+
+/** Where the number's significant digits start: leading zeros skipped, the last digit kept. */
+const significantFrom = (digits: string): number => {
+  let i = 0
+  while (i < digits.length - 1 && digits.charCodeAt(i) === Zero) i++
+  return i
+}
 
 /** True only when both are decimal and `candidate` is strictly older than `current`. */
 export const isOlder = (candidate: string, current: string): boolean => {
-  if (!decimal.test(candidate) || !decimal.test(current)) return false
-  const a = candidate.replace(/^0+(?=.)/, "")
-  const b = current.replace(/^0+(?=.)/, "")
-  return a.length !== b.length ? a.length < b.length : a < b
+  if (!isDecimal(candidate) || !isDecimal(current)) return false
+  const a = significantFrom(candidate)
+  const b = significantFrom(current)
+  const lengthA = candidate.length - a
+  const lengthB = current.length - b
+  if (lengthA !== lengthB) return lengthA < lengthB
+  for (let i = 0; i < lengthA; i++) {
+    const digitA = candidate.charCodeAt(a + i)
+    const digitB = current.charCodeAt(b + i)
+    if (digitA !== digitB) return digitA < digitB
+  }
+  return false
 }
