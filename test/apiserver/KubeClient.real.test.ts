@@ -78,6 +78,25 @@ describe("KubeClient against the real kube-apiserver", () => {
       expect(bookmark?.type === "BOOKMARK" ? Number(bookmark.resourceVersion) : 0).toBeGreaterThanOrEqual(deletedAt)
     }).pipe(Effect.provide(clientLayer())))
 
+  it.live("set-based and inequality selectors (spaces, parentheses, commas) reach the server as written", () =>
+    Effect.gen(function*() {
+      const kube = yield* KubeClient.KubeClient
+      for (const [name, run] of [["sel-a", "selector-a"], ["sel-b", "selector-b"], ["sel-c", "selector-c"]] as const) {
+        yield* kube.create(SandboxResource, ns, sandbox(name, run))
+      }
+      const names = (labelSelector: string) =>
+        Effect.map(
+          kube.listAll(SandboxResource, Sandbox, { namespace: ns, labelSelector }),
+          (list) => list.items.map((s) => s.metadata.name).filter((name) => name.startsWith("sel-")).sort()
+        )
+      expect(yield* names("jr2.dev/run in (selector-a, selector-c)")).toEqual(["sel-a", "sel-c"])
+      expect(yield* names("jr2.dev/run notin (selector-a),jr2.dev/run")).toEqual(["sel-b", "sel-c"])
+      expect(yield* names("jr2.dev/run!=selector-b,jr2.dev/run in (selector-a,selector-b,selector-c)")).toEqual([
+        "sel-a",
+        "sel-c"
+      ])
+    }).pipe(Effect.provide(clientLayer())))
+
   it.live("a watch from an expired resourceVersion yields the ERROR 410 event", () =>
     Effect.gen(function*() {
       const kube = yield* KubeClient.KubeClient
