@@ -56,7 +56,7 @@ const program = Effect.gen(function*() {
   }
 }).pipe(Effect.scoped, Effect.provide(SandboxWatch.layer({ namespace: "ns" }).pipe(Layer.provide(clientLayer))))
 
-// SUPERVISED=1: under \`Supervisor.track\`, as the benchmark's storm runs (to count fibers).
+// SUPERVISED=1: under `Supervisor.track`, as the benchmark's storm runs (to count fibers).
 await Effect.runPromise(
   process.env.SUPERVISED === "1"
     ? Effect.flatMap(Supervisor.track, (supervisor) => Effect.supervised(program, supervisor))
