@@ -11,7 +11,7 @@
 import { Agent, type Dispatcher } from "@effect/platform-node/Undici"
 import { Effect } from "effect"
 import { EventEmitter } from "node:events"
-import { startResumeServer } from "./resumeServer.ts"
+import { startResumeServer, timeResumes } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 2000)
 const server = await startResumeServer({ listed: 1, target: () => 0 })
@@ -20,83 +20,36 @@ const path = `/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes?watch=1&resourceVer
 const agent = new Agent({ keepAliveTimeout: 30_000 })
 
 const measure = async (label: string, run: () => Promise<void>) => {
-  const c0 = process.cpuUsage()
-  const t0 = performance.now()
-  const w0 = server.sent()
-  await run()
-  const c1 = process.cpuUsage(c0)
-  const n = server.sent() - w0
-  console.log(
-    `${label.padEnd(9)} ${n}: ${((c1.user + c1.system) / n).toFixed(1)} µs CPU each, ${
-      ((performance.now() - t0) * 1000 / n).toFixed(1)
-    } µs wall`
-  )
+  const { cpuMicros, resumes, wallMicros } = await timeResumes(server, run)
+  console.log(`${label.padEnd(9)} ${resumes}: ${cpuMicros.toFixed(1)} µs CPU each, ${wallMicros.toFixed(1)} µs wall`)
 }
-
-const viaRequest = Effect.gen(function*() {
-  for (let i = 0; i < N; i++) {
-    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
-      agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" } }).then(
-        (response) => resume(Effect.succeed(response.body)),
-        (error: Error) => resume(Effect.fail(error))
-      )
-    })
-    yield* Effect.async<void, Error>((resume) => {
-      const read = () => {
-        while (body.read() !== null);
-      }
-      body.on("readable", read)
-      body.once("end", () => resume(Effect.void))
-      body.once("error", (error) => resume(Effect.fail(error)))
-    })
-  }
-})
-
-const viaRequestWithSignal = Effect.gen(function*() {
-  for (let i = 0; i < N; i++) {
-    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
-      const abort = new AbortController()
-      agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" }, signal: abort.signal })
-        .then(
-          (response) => resume(Effect.succeed(response.body)),
-          (error: Error) => resume(Effect.fail(error))
-        )
-    })
-    yield* Effect.async<void, Error>((resume) => {
-      const read = () => {
-        while (body.read() !== null);
-      }
-      body.on("readable", read)
-      body.once("end", () => resume(Effect.void))
-      body.once("error", (error) => resume(Effect.fail(error)))
-    })
-  }
-})
 
 /** An EventEmitter-shaped signal, which undici accepts in place of an AbortSignal. */
 class EmitterSignal extends EventEmitter {
   aborted = false
 }
 
-const viaRequestWithEmitter = Effect.gen(function*() {
-  for (let i = 0; i < N; i++) {
-    const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
-      const signal = new EmitterSignal()
-      agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" }, signal }).then(
-        (response) => resume(Effect.succeed(response.body)),
-        (error: Error) => resume(Effect.fail(error))
-      )
-    })
-    yield* Effect.async<void, Error>((resume) => {
-      const read = () => {
-        while (body.read() !== null);
-      }
-      body.on("readable", read)
-      body.once("end", () => resume(Effect.void))
-      body.once("error", (error) => resume(Effect.fail(error)))
-    })
-  }
-})
+/** N resumes through `request`, each body drained in paused mode, with the signal `signal()` gives. */
+const viaRequest = (signal: () => AbortSignal | EventEmitter | undefined) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < N; i++) {
+      const body = yield* Effect.async<Dispatcher.ResponseData["body"], Error>((resume) => {
+        agent.request({ origin: url, path, method: "GET", headers: { accept: "application/json" }, signal: signal() })
+          .then(
+            (response) => resume(Effect.succeed(response.body)),
+            (error: Error) => resume(Effect.fail(error))
+          )
+      })
+      yield* Effect.async<void, Error>((resume) => {
+        const read = () => {
+          while (body.read() !== null);
+        }
+        body.on("readable", read)
+        body.once("end", () => resume(Effect.void))
+        body.once("error", (error) => resume(Effect.fail(error)))
+      })
+    }
+  })
 
 const viaDispatch = Effect.gen(function*() {
   for (let i = 0; i < N; i++) {
@@ -127,9 +80,9 @@ const viaDispatch = Effect.gen(function*() {
 })
 
 for (let round = 0; round < 4; round++) {
-  await measure("request", () => Effect.runPromise(viaRequest))
-  await measure("+signal", () => Effect.runPromise(viaRequestWithSignal))
-  await measure("+emitter", () => Effect.runPromise(viaRequestWithEmitter))
+  await measure("request", () => Effect.runPromise(viaRequest(() => undefined)))
+  await measure("+signal", () => Effect.runPromise(viaRequest(() => new AbortController().signal)))
+  await measure("+emitter", () => Effect.runPromise(viaRequest(() => new EmitterSignal())))
   await measure("dispatch", () => Effect.runPromise(viaDispatch))
 }
 server.close()

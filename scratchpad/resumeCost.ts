@@ -15,7 +15,7 @@ import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
 import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
-import { startResumeServer } from "./resumeServer.ts"
+import { startResumeServer, timeResumes } from "./resumeServer.ts"
 
 const N = Number(process.argv[2] ?? 2000)
 const server = await startResumeServer({ listed: 1, target: () => 0 })
@@ -24,15 +24,10 @@ const config = KubeConfig.layerStatic({ server: url })
 const clientLayer = KubeClient.layer.pipe(Layer.provide(config))
 
 const measure = async (label: string, run: () => Promise<void>) => {
-  const c0 = process.cpuUsage()
-  const t0 = performance.now()
-  const w0 = server.sent()
-  await run()
-  const c1 = process.cpuUsage(c0)
-  const n = server.sent() - w0
+  const { cpuMicros, resumes, wallMicros } = await timeResumes(server, run)
   console.log(
-    `${label.padEnd(8)} ${n} resumes: ${((c1.user + c1.system) / 1000 / n).toFixed(3)} ms CPU each, ${
-      ((performance.now() - t0) / n).toFixed(3)
+    `${label.padEnd(8)} ${resumes} resumes: ${(cpuMicros / 1000).toFixed(3)} ms CPU each, ${
+      (wallMicros / 1000).toFixed(3)
     } ms wall`
   )
 }

@@ -147,14 +147,9 @@ export class BodyReader {
   private failure: unknown = undefined
   private ended = false
   private closed = false
-  private wake: (() => void) | undefined = undefined
 
   constructor(private readonly stream: Readable) {
-    const notify = () => {
-      const wake = this.wake
-      this.wake = undefined
-      wake?.()
-    }
+    const notify = () => this.retry()
     stream.on("readable", notify)
     stream.once("end", () => {
       this.ended = true
@@ -184,20 +179,21 @@ export class BodyReader {
   readonly next: Effect.Effect<Buffer | null, unknown> = Effect.async<Buffer | null, unknown>((resume) => {
     if (this.attempt(resume)) return
     this.waiting = resume
-    this.wake = this.retry
     // No canceller: `Effect.async` wraps one in an interrupt handler on every wait (a third of
     // what a wait runs). A read is only interrupted when its watch or request is abandoned, and
     // that discards the body; a resume that still comes reaches a fiber that no longer listens.
   })
 
-  // What a read that has to wait needs, made once per body rather than once per read: a watch
-  // waits once for every network read.
+  /** The read that waits for the body to say something (readable, ended, failed or closed), if one does. */
   private waiting: ((effect: Effect.Effect<Buffer | null, unknown>) => void) | undefined = undefined
-  private readonly retry = (): void => {
+
+  /** Tries the waiting read again; it goes on waiting when there is still nothing to give it. */
+  private retry(): void {
     const resume = this.waiting
     if (resume === undefined) return
-    if (this.attempt(resume)) this.waiting = undefined
-    else this.wake = this.retry
+    // Cleared while it runs, so a notice that came from inside the read cannot resume it twice.
+    this.waiting = undefined
+    if (!this.attempt(resume)) this.waiting = resume
   }
 
   /** Resumes the read with what is there (bytes, the end, or the body's error) and says whether it did. */
@@ -232,14 +228,11 @@ export class BodyReader {
     if (this.failure !== undefined || this.ended) return
     this.failure = error
     this.stream.destroy()
-    const wake = this.wake
-    this.wake = undefined
-    wake?.()
+    this.retry()
   }
 
   /** Stops reading: an unfinished body is destroyed, which closes its connection (undici's way to abort it). */
   discard(): void {
-    this.wake = undefined
     this.waiting = undefined
     if (!this.ended) this.stream.destroy()
   }
