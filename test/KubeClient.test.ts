@@ -337,6 +337,105 @@ describe("KubeClient.listAll", () => {
       expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["200", 1, 1])
     }))
 
+  it.scoped("asks for the next page as soon as this one's first bytes name it, before reading the rest", () =>
+    Effect.gen(function*() {
+      const secondAsked = makeGate()
+      const fx = yield* fixture(async (_req, res, seen) => {
+        if (seen.query.continue === "c2") {
+          void Effect.runPromise(secondAsked.open)
+          return sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "" }, items: [sandbox("b", "2")] })
+        }
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(`{"kind":"SandboxList","metadata":{"resourceVersion":"100","continue":"c2"},"items":[`)
+        // The rest of this page comes only once the next one was asked for: listed one page after
+        // another, the list would never end.
+        await secondAsked.opened
+        res.end(`${JSON.stringify(sandbox("a", "1"))}]}`)
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
+      expect(all.items).toEqual([decoded("a", "1"), decoded("b", "2")])
+      expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c2"])
+      expect([all.resourceVersion, all.pages]).toEqual(["100", 2])
+    }))
+
+  it.scoped("a page whose first bytes name another token than the whole page: the page is believed, the early ask hung up", () =>
+    Effect.gen(function*() {
+      const decoyAsked = makeGate()
+      const fx = yield* fixture(async (_req, res, seen) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        switch (seen.query.continue) {
+          case undefined:
+            // Two metadata keys: JSON.parse keeps the last one, which names c2. The rest of the
+            // page waits for the early ask, so it is made whatever the connections' timing.
+            res.write(`{"metadata":{"resourceVersion":"100","continue":"decoy"},"items":[`)
+            await decoyAsked.opened
+            return res.end(
+              `${JSON.stringify(sandbox("a", "1"))}],"metadata":{"resourceVersion":"100","continue":"c2"}}`
+            )
+          case "decoy":
+            void Effect.runPromise(decoyAsked.open)
+            return res.write(`{"metadata":{"resourceVersion":"100"},"items":[`) // and never ends
+          default:
+            return res.end(JSON.stringify({ metadata: { resourceVersion: "100" }, items: [sandbox("b", "2")] }))
+        }
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
+      expect(all.items).toEqual([decoded("a", "1"), decoded("b", "2")])
+      expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "decoy", "c2"])
+      yield* Effect.promise(() => fx.seen[1]!.abandoned)
+    }))
+
+  it.scoped("a list that fails, or is interrupted, with the next page asked for hangs that request up", () =>
+    Effect.gen(function*() {
+      const secondAsked = makeGate()
+      const fx = yield* fixture(async (_req, res, seen) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        if (seen.query.continue === undefined) {
+          res.write(`{"metadata":{"resourceVersion":"100","continue":"c2"},"items":[`)
+          await secondAsked.opened
+          return res.end(`{"metadata":`)
+        }
+        void Effect.runPromise(secondAsked.open)
+        res.write(`{"metadata":{"resourceVersion":"100","continue":"c3"},"items":[`) // and never ends
+      })
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error._tag).toBe("KubeMalformedBodyError")
+      expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c2"])
+      yield* Effect.promise(() => fx.seen[1]!.abandoned)
+
+      const held = yield* fixture((_req, res, _seen, index) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(`{"metadata":{"resourceVersion":"100","continue":"c${index + 2}"},"items":[`) // never ends
+      })
+      const heldClient = yield* clientFor(held.url)
+      const fiber = yield* Effect.fork(heldClient.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      yield* eventually(Effect.sync(() => held.seen.length), (asked) => asked === 2)
+      yield* Fiber.interrupt(fiber)
+      yield* Effect.promise(() => Promise.all([held.seen[0]!.abandoned, held.seen[1]!.abandoned]))
+      expect(held.seen).toHaveLength(2)
+    }))
+
+  it.scoped("pages whose metadata comes after their items are listed one after another, whole", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res, seen) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        const first = seen.query.continue === undefined
+        res.end(
+          JSON.stringify({
+            items: [sandbox(first ? "a" : "b", first ? "1" : "2")],
+            metadata: { resourceVersion: "100", continue: first ? "c2" : "" }
+          })
+        )
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
+      expect(all.items).toEqual([decoded("a", "1"), decoded("b", "2")])
+      expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c2"])
+    }))
+
   it.scoped("fails on a 410 for the first page: that is the resourceVersion, not a token", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>
