@@ -3,8 +3,10 @@
  * A server in its own process (so its wait and its writes do not share our thread) answers pages of
  * 500 benchmark Sandboxes after `delay` ms each, as an apiserver reading etcd across a network does;
  * `KubeClient.listAll` (one page ahead) is timed against the same pages asked for one after another
- * with `KubeClient.list`, alternately, in one warm process.
- * Run: npx tsx scratchpad/listAhead.ts [delay ms] [N]
+ * with `KubeClient.list`, alternately, in one warm process. Pages are written as kube-apiserver
+ * writes a custom resource's list (keys sorted: the continue token at the end), or with `typed` as
+ * it writes a built-in kind's (the token before the items).
+ * Run: npx tsx scratchpad/listAhead.ts [delay ms] [N] [typed]
  */
 import { Effect, Layer, Option } from "effect"
 import { spawn } from "node:child_process"
@@ -19,6 +21,7 @@ const serving = process.argv[2] === "serve"
 const args = process.argv.slice(serving ? 3 : 2)
 const delay = Number(args[0] ?? 10)
 const N = Number(args[1] ?? 10_000)
+const typed = args[2] === "typed"
 const PageSize = 500
 
 if (serving) {
@@ -28,7 +31,10 @@ if (serving) {
     for (let i = first; i < Math.min(N, first + PageSize); i++) items.push(makeSandbox(i, 0, N, "ns"))
     const next = first + PageSize < N ? { continue: String(first + PageSize) } : {}
     const metadata = { resourceVersion: String(N), ...next }
-    pages.push(Buffer.from(JSON.stringify({ kind: "SandboxList", apiVersion: "jr2.dev/v1alpha1", metadata, items })))
+    const list = typed
+      ? { kind: "SandboxList", apiVersion: "jr2.dev/v1alpha1", metadata, items }
+      : { apiVersion: "jr2.dev/v1alpha1", items, kind: "SandboxList", metadata }
+    pages.push(Buffer.from(JSON.stringify(list)))
   }
   const server = http.createServer((req, res) => {
     const token = new URL(req.url ?? "/", "http://x").searchParams.get("continue")
@@ -40,7 +46,14 @@ if (serving) {
   })
   server.listen(0, "127.0.0.1", () => console.log((server.address() as { port: number }).port))
 } else {
-  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, "serve", String(delay), String(N)], {
+  const child = spawn(process.execPath, [
+    ...process.execArgv,
+    process.argv[1]!,
+    "serve",
+    String(delay),
+    String(N),
+    typed ? "typed" : "sorted"
+  ], {
     stdio: ["ignore", "pipe", "inherit"]
   })
   const port = await new Promise<number>((resolve) =>
@@ -81,7 +94,9 @@ if (serving) {
         rows["one by one"].push(yield* time(oneByOne(client)))
       }
       const median = (xs: Array<number>) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!
-      console.log(`N = ${N}, pages of ${PageSize}, server delay ${delay} ms per page`)
+      console.log(
+        `N = ${N}, pages of ${PageSize} (${typed ? "typed" : "keys sorted"}), server delay ${delay} ms per page`
+      )
       for (const [what, ms] of Object.entries(rows)) {
         console.log(`${what.padEnd(11)} median ${median(ms).toFixed(1)} ms  (${ms.map((x) => x.toFixed(0)).join(" ")})`)
       }

@@ -25,7 +25,7 @@ import {
   Stream,
   type Tracer
 } from "effect"
-import { peekContinue } from "./internal/continuePeek.ts"
+import { type HeadPeek, peekHead, peekTail } from "./internal/continuePeek.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
@@ -493,7 +493,7 @@ const untilCheckPhase: Effect.Effect<void> = Effect.async<void>((resume) => {
   setImmediate(() => resume(Effect.void))
 })
 
-/** A list page asked for, read as far as its continue token (`next`; `null`: none seen there). */
+/** A list page asked for, read as far as its continue token (`next`; `null`: none to be read early). */
 interface OpenedPage {
   readonly path: string
   readonly sent: Sent
@@ -672,24 +672,36 @@ const makeService = (
     )
 
   /**
-   * A list page asked for, its body read as far as its continue token: in the first network read,
-   * as a rule. `readPage` reads the rest; in between, the body waits in its connection.
+   * A list page asked for, its body read as far as its continue token: the first network read when
+   * the list's metadata comes first, the whole body when it comes last (a custom resource's list).
+   * `readPage` reads the rest; in between, the body waits in its connection.
    */
   const openPage = (resource: KubeResource, options: ListOptions): Effect.Effect<OpenedPage, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
     return Effect.flatMap(send("GET", path), (sent) =>
       Effect.suspend(() => {
         const gathered = new Gathered()
-        let next: string | null | undefined
-        const tokenKnown = (so: Gathered) => {
+        let head: HeadPeek = { _tag: "MoreBytes" }
+        const headSettled = (so: Gathered) => {
           const bytes = so.joined()
-          next = peekContinue(bytes, textStart(bytes))
-          return next !== undefined
+          head = peekHead(bytes, textStart(bytes))
+          return head._tag !== "MoreBytes"
         }
-        return Effect.map(
-          underBodyDeadline("GET", path, sent, sent.answer.body.gather(gathered, tokenKnown)),
-          (ended): OpenedPage => ({ path, sent, gathered, ended, next: next ?? null })
-        )
+        const readUntil = (enough: (so: Gathered) => boolean) =>
+          underBodyDeadline("GET", path, sent, sent.answer.body.gather(gathered, enough))
+        const opened = (ended: boolean): OpenedPage => {
+          let next: string | null = null
+          if (head._tag === "Token") next = head.token
+          else if (ended && head._tag !== "None") {
+            const bytes = gathered.joined()
+            next = peekTail(bytes, textStart(bytes))
+          }
+          return { path, sent, gathered, ended, next }
+        }
+        return Effect.flatMap(readUntil(headSettled), (ended) =>
+          !ended && head._tag === "InTheTail"
+            ? Effect.map(readUntil(() => false), opened)
+            : Effect.succeed(opened(ended)))
       }))
   }
 
@@ -747,12 +759,13 @@ const makeService = (
         let resourceVersion: string | undefined = undefined
         let pages = 0
         let token: string | undefined = undefined
-        // The next page, asked for as soon as this one's first bytes named it: the server answers
-        // it while the rest of this one is read, parsed and decoded. One page ahead at most, as
-        // client-go's pager buffers pages for EachListItem. 10,000 Sandboxes from a server that
-        // takes 5 / 20 ms a page (`npx tsx scratchpad/listAhead.ts 5`): 146–160 against 214–224 ms
-        // and 459–470 against 541 one page after another. Against the benchmark's servers, whose
-        // pages cost nothing to make or share our two cores, it is level (within their noise).
+        // The next page, asked for as soon as this one's bytes named it (its first read, or its end
+        // for a custom resource's list): the server answers it while this one is parsed and
+        // decoded. One page ahead at most, as client-go's pager buffers pages for EachListItem.
+        // 10,000 Sandboxes, keys sorted as kube-apiserver writes them, from a server that takes
+        // 5 / 20 ms a page (`npx tsx scratchpad/listAhead.ts 5`): 156 against 225 ms, 465 against
+        // 530 one page after another. Against the benchmark's servers, whose pages cost nothing to
+        // make or share our two cores, it is level (within their noise).
         let ahead: Fiber.RuntimeFiber<OpenedPage, KubeClientError> | undefined
         // A page asked for and not read on still holds its connection: its body is discarded.
         const dropAhead = Effect.suspend(() => {
@@ -784,11 +797,15 @@ const makeService = (
             ahead = yield* Effect.forkScoped(openPage(resource, { ...first, continue: opened.right.next }))
           }
           const bytes = yield* readPage(opened.right)
-          // undici writes a request on a keep-alive connection that was idle only after the event
-          // loop's check phase (it looks for bytes the server sent unasked first), and this page's
-          // bytes came in the poll phase before it: parsed now, the next page's request would wait
-          // for the parse. One turn of the loop lets it go first.
-          if (ahead !== undefined) yield* untilCheckPhase
+          // The next page's request must go out before the parse holds the thread. A forked fiber
+          // starts when this one yields, and undici writes on a keep-alive connection that was idle
+          // only in the event loop's check phase (it looks for bytes the server sent unasked first):
+          // so the fiber runs to its dispatch first, then this one waits for the check phase behind
+          // undici's write.
+          if (ahead !== undefined) {
+            yield* Effect.yieldNow()
+            yield* untilCheckPhase
+          }
           const page: ListPage<A> = yield* pageOf(opened.right, bytes, decode, cuts)
           pages += 1
           resourceVersion ??= page.resourceVersion

@@ -418,17 +418,26 @@ describe("KubeClient.listAll", () => {
       expect(held.seen).toHaveLength(2)
     }))
 
-  it.scoped("pages whose metadata comes after their items are listed one after another, whole", () =>
+  it.scoped("a custom resource's list (keys sorted: metadata last) is listed whole, each token read from a page's end", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res, seen) => {
         res.writeHead(200, { "content-type": "application/json" })
-        const first = seen.query.continue === undefined
-        res.end(
-          JSON.stringify({
-            items: [sandbox(first ? "a" : "b", first ? "1" : "2")],
-            metadata: { resourceVersion: "100", continue: first ? "c2" : "" }
-          })
-        )
+        switch (seen.query.continue) {
+          case undefined:
+            return res.end(JSON.stringify({
+              apiVersion: "jr2.dev/v1alpha1",
+              items: [sandbox("a", "1")],
+              kind: "SandboxList",
+              metadata: { continue: "c2", remainingItemCount: 1, resourceVersion: "100" }
+            }))
+          case "c2":
+            return res.end(JSON.stringify({
+              apiVersion: "jr2.dev/v1alpha1",
+              items: [sandbox("b", "2")],
+              kind: "SandboxList",
+              metadata: { continue: "", resourceVersion: "100" }
+            }))
+        }
       })
       const client = yield* clientFor(fx.url)
       const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })

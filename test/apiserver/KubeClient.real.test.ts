@@ -3,8 +3,10 @@
  * `certificate-authority-data` would connect it (`ApiServerFacts.layerKubeConfig`): TLS verified
  * with the server's CA, a bearer token. Also the pattern later SandboxWatch tests follow.
  */
+import { fetch } from "@effect/platform-node/Undici"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Layer, Option, Stream } from "effect"
+import { peekHead, peekTail } from "../../src/internal/continuePeek.ts"
 import * as KubeClient from "../../src/KubeClient.ts"
 import { Sandbox, SandboxResource } from "../../src/Sandbox.ts"
 import * as FaultProxy from "../support/FaultProxy.ts"
@@ -12,6 +14,7 @@ import * as Facts from "./ApiServerFacts.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
+const SandboxCollection = `/apis/jr2.dev/v1alpha1/namespaces/${ns}/sandboxes`
 
 const clientLayer = (options?: { readonly server?: string; readonly token?: string }) =>
   KubeClient.layer.pipe(Layer.provide(Facts.layerKubeConfig(facts, options)))
@@ -95,6 +98,25 @@ describe("KubeClient against the real kube-apiserver", () => {
         "sel-a",
         "sel-c"
       ])
+    }).pipe(Effect.provide(clientLayer())))
+
+  it.scoped("a custom resource's list page names its continue token in its last bytes, where listAll reads it early", () =>
+    Effect.gen(function*() {
+      const kube = yield* KubeClient.KubeClient
+      for (const name of ["wire-a", "wire-b", "wire-c"]) yield* kube.create(SandboxResource, ns, sandbox(name, "wire"))
+      const agent = yield* Facts.agent(facts)
+      const bytes = yield* Effect.promise(async () => {
+        const answer = await fetch(`${facts.url}${SandboxCollection}?limit=1&labelSelector=jr2.dev%2Frun%3Dwire`, {
+          headers: { accept: "application/json", authorization: `Bearer ${facts.adminToken}` },
+          dispatcher: agent
+        })
+        return Buffer.from(await answer.arrayBuffer())
+      })
+      const page = JSON.parse(bytes.toString()) as { metadata: { continue: string } }
+      expect(page.metadata.continue).not.toBe("")
+      // Keys sorted (the list is a map, not a struct): the items first, the metadata last.
+      expect(peekHead(bytes, 0)).toEqual({ _tag: "InTheTail" })
+      expect(peekTail(bytes, 0)).toBe(page.metadata.continue)
     }).pipe(Effect.provide(clientLayer())))
 
   it.live("a watch from an expired resourceVersion yields the ERROR 410 event", () =>
