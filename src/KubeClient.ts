@@ -14,7 +14,6 @@ import {
   Duration,
   Effect,
   Either,
-  Exit,
   Fiber,
   Layer,
   Option,
@@ -25,7 +24,7 @@ import {
   Stream,
   type Tracer
 } from "effect"
-import { type HeadPeek, peekHead, peekTail } from "./internal/continuePeek.ts"
+import { peekContinue } from "./internal/continuePeek.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
@@ -34,7 +33,7 @@ import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { ownedDecoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import type { Answer, Outgoing } from "./internal/undiciExchange.ts"
-import { Gathered, HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
+import { HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
@@ -493,14 +492,11 @@ const untilCheckPhase: Effect.Effect<void> = Effect.async<void>((resume) => {
   setImmediate(() => resume(Effect.void))
 })
 
-/** A list page asked for, read as far as its continue token (`next`; `null`: none to be read early). */
-interface OpenedPage {
+/** A list page as it came: its bytes, and what an error about them may name. */
+interface FetchedPage {
   readonly path: string
-  readonly sent: Sent
-  readonly gathered: Gathered
-  /** The whole body was read already. */
-  readonly ended: boolean
-  readonly next: string | null
+  readonly secret: string | undefined
+  readonly bytes: Buffer
 }
 
 interface Sent {
@@ -671,56 +667,17 @@ const makeService = (
       )
     )
 
-  /**
-   * A list page asked for, its body read as far as its continue token: the first network read when
-   * the list's metadata comes first, the whole body when it comes last (a custom resource's list).
-   * `readPage` reads the rest; in between, the body waits in its connection.
-   */
-  const openPage = (resource: KubeResource, options: ListOptions): Effect.Effect<OpenedPage, KubeClientError> => {
+  /** A list page asked for and its whole body read, each under its deadline. */
+  const fetchPage = (resource: KubeResource, options: ListOptions): Effect.Effect<FetchedPage, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
-    return Effect.flatMap(send("GET", path), (sent) =>
-      Effect.suspend(() => {
-        const gathered = new Gathered()
-        let head: HeadPeek = { _tag: "MoreBytes" }
-        const headSettled = (so: Gathered) => {
-          const bytes = so.joined()
-          head = peekHead(bytes, textStart(bytes))
-          return head._tag !== "MoreBytes"
-        }
-        const readUntil = (enough: (so: Gathered) => boolean) =>
-          underBodyDeadline("GET", path, sent, sent.answer.body.gather(gathered, enough))
-        const opened = (ended: boolean): OpenedPage => {
-          let next: string | null = null
-          if (head._tag === "Token") next = head.token
-          else if (ended && head._tag !== "None") {
-            const bytes = gathered.joined()
-            next = peekTail(bytes, textStart(bytes))
-          }
-          return { path, sent, gathered, ended, next }
-        }
-        return Effect.flatMap(readUntil(headSettled), (ended) =>
-          !ended && head._tag === "InTheTail"
-            ? Effect.map(readUntil(() => false), opened)
-            : Effect.succeed(opened(ended)))
-      }))
+    return Effect.flatMap(
+      send("GET", path),
+      (sent) => Effect.map(readBody("GET", path, sent), (bytes): FetchedPage => ({ path, secret: sent.secret, bytes }))
+    )
   }
 
-  /** The rest of an opened page's body, under a body deadline of its own. */
-  const readPage = (opened: OpenedPage): Effect.Effect<Buffer, KubeTransportError> =>
-    opened.ended
-      ? Effect.sync(() => opened.gathered.joined())
-      : Effect.map(
-        underBodyDeadline(
-          "GET",
-          opened.path,
-          opened.sent,
-          opened.sent.answer.body.gather(opened.gathered, () => false)
-        ),
-        () => opened.gathered.joined()
-      )
-
-  const pageOf = <A extends HasMetadata>(opened: OpenedPage, bytes: Buffer, decode: Decode<A>, cuts: boolean) =>
-    toListPage(decodeBody(bytes, cuts), decode, opened.path, opened.sent.secret)
+  const pageOf = <A extends HasMetadata>(fetched: FetchedPage, decode: Decode<A>, cuts: boolean) =>
+    toListPage(decodeBody(fetched.bytes, cuts), decode, fetched.path, fetched.secret)
 
   const listPage = <A extends HasMetadata>(
     resource: KubeResource,
@@ -728,10 +685,7 @@ const makeService = (
     cuts: boolean,
     options: ListOptions
   ): Effect.Effect<ListPage<A>, KubeClientError> =>
-    Effect.flatMap(
-      openPage(resource, options),
-      (opened) => Effect.flatMap(readPage(opened), (bytes) => pageOf(opened, bytes, decode, cuts))
-    )
+    Effect.flatMap(fetchPage(resource, options), (fetched) => pageOf(fetched, decode, cuts))
 
   const list = <A extends HasMetadata, I>(
     resource: KubeResource,
@@ -759,61 +713,55 @@ const makeService = (
         let resourceVersion: string | undefined = undefined
         let pages = 0
         let token: string | undefined = undefined
-        // The next page, asked for as soon as this one's bytes named it (its first read, or its end
-        // for a custom resource's list): the server answers it while this one is parsed and
-        // decoded. One page ahead at most, as client-go's pager buffers pages for EachListItem.
-        // 10,000 Sandboxes, keys sorted as kube-apiserver writes them, from a server that takes
-        // 5 / 20 ms a page (`npx tsx scratchpad/listAhead.ts 5`): 156 against 225 ms, 465 against
-        // 530 one page after another. Against the benchmark's servers, whose pages cost nothing to
-        // make or share our two cores, it is level (within their noise).
-        let ahead: Fiber.RuntimeFiber<OpenedPage, KubeClientError> | undefined
-        // A page asked for and not read on still holds its connection: its body is discarded.
+        // The next page, asked for as soon as this one is here, before it is parsed and decoded:
+        // the server makes it meanwhile. One page ahead at most, as client-go's pager buffers
+        // pages for EachListItem. 10,000 Sandboxes from a server that takes 5 / 20 ms a page
+        // (`npx tsx scratchpad/listAhead.ts 5`): 156–171 against 225–237 ms, 465–472 against
+        // 530–550 one page after another; level on the benchmark's sync. (Asked for from a page's
+        // first bytes while the rest still came, two bodies were read at once, and the
+        // benchmark's sync took up to 10% more CPU in A/B runs: not kept.)
+        let ahead: Fiber.RuntimeFiber<FetchedPage, KubeClientError> | undefined
+        // A page asked for and not wanted is interrupted, and its read hangs up (the list's scope
+        // does the same for one still asked for when the list ends otherwise).
         const dropAhead = Effect.suspend(() => {
           const dropped = ahead
           ahead = undefined
-          return dropped === undefined ? Effect.void : Effect.flatMap(
-            Fiber.interrupt(dropped),
-            (exit) => Exit.isSuccess(exit) ? Effect.sync(() => exit.value.sent.answer.body.discard()) : Effect.void
-          )
+          return dropped === undefined ? Effect.void : Fiber.interrupt(dropped)
         })
-        yield* Effect.addFinalizer(() => dropAhead)
         while (true) {
-          const opened: Either.Either<OpenedPage, KubeClientError> = yield* Effect.either(
+          const fetched: Either.Either<FetchedPage, KubeClientError> = yield* Effect.either(
             ahead !== undefined
               ? Fiber.join(ahead)
-              : openPage(resource, token === undefined ? first : { ...first, continue: token })
+              : fetchPage(resource, token === undefined ? first : { ...first, continue: token })
           )
           ahead = undefined
-          if (opened._tag === "Left") {
+          if (fetched._tag === "Left") {
             // The continue token outlived the server's compaction window. As client-go's pager
             // does, list again in one piece (no limit, so no token that could expire again).
-            if (token !== undefined && isExpired(opened.left)) {
+            if (token !== undefined && isExpired(fetched.left)) {
               const { limit: _limit, ...whole } = first
               return yield* attempt(whole, restarts + 1)
             }
-            return yield* Effect.fail(opened.left)
+            return yield* Effect.fail(fetched.left)
           }
-          if (opened.right.next !== null) {
-            ahead = yield* Effect.forkScoped(openPage(resource, { ...first, continue: opened.right.next }))
-          }
-          const bytes = yield* readPage(opened.right)
-          // The next page's request must go out before the parse holds the thread. A forked fiber
-          // starts when this one yields, and undici writes on a keep-alive connection that was idle
-          // only in the event loop's check phase (it looks for bytes the server sent unasked first):
-          // so the fiber runs to its dispatch first, then this one waits for the check phase behind
-          // undici's write.
-          if (ahead !== undefined) {
+          const next = peekContinue(fetched.right.bytes, textStart(fetched.right.bytes))
+          if (next !== null) {
+            ahead = yield* Effect.forkScoped(fetchPage(resource, { ...first, continue: next }))
+            // Its request must go out before the parse holds the thread. A forked fiber starts when
+            // this one yields, and undici writes on a keep-alive connection that was idle only in
+            // the event loop's check phase (it looks first for bytes the server sent unasked): so
+            // the fiber runs to its dispatch, then this one waits for the check phase behind it.
             yield* Effect.yieldNow()
             yield* untilCheckPhase
           }
-          const page: ListPage<A> = yield* pageOf(opened.right, bytes, decode, cuts)
+          const page: ListPage<A> = yield* pageOf(fetched.right, decode, cuts)
           pages += 1
           resourceVersion ??= page.resourceVersion
           for (const item of page.items) items.push(item)
           for (const item of page.undecodable) bad.push(item)
           token = Option.getOrUndefined(page.continue)
           // The page as parsed is the truth: a peek that read it otherwise costs its request only.
-          if (token !== opened.right.next) yield* dropAhead
+          if (token !== next) yield* dropAhead
           if (token === undefined) return { items, undecodable: bad, resourceVersion, pages, restarts }
         }
       }))

@@ -138,25 +138,6 @@ export class BodyClosedEarly extends Error {
   }
 }
 
-/** A body's bytes as they were read. */
-export class Gathered {
-  private parts: Array<Buffer> = []
-  private size = 0
-
-  add(bytes: Buffer): void {
-    this.parts.push(bytes)
-    this.size += bytes.length
-  }
-
-  /** The bytes so far in one Buffer (the only part itself when there is one). */
-  joined(): Buffer {
-    if (this.parts.length !== 1) this.parts = [Buffer.concat(this.parts, this.size)]
-    return this.parts[0]!
-  }
-}
-
-const neverEnough = () => false
-
 /**
  * A body read in paused mode: `next` takes everything buffered at once (one network read or
  * several, as one Buffer), or waits for more. Listeners stay on for the body's life, so an error
@@ -231,22 +212,16 @@ export class BodyReader {
 
   /** The whole body, in one Buffer. */
   readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => {
-    const gathered = new Gathered()
-    return Effect.map(this.gather(gathered, neverEnough), () => gathered.joined())
-  })
-
-  /**
-   * Reads into `gathered` until `enough` says so after a read, or the body ends; succeeds with
-   * whether it ended. Read on later with the same `gathered` for the rest.
-   */
-  gather(gathered: Gathered, enough: (gathered: Gathered) => boolean): Effect.Effect<boolean, unknown> {
-    const loop: Effect.Effect<boolean, unknown> = Effect.flatMap(this.next, (bytes) => {
-      if (bytes === null) return Effect.succeed(true)
-      gathered.add(bytes)
-      return enough(gathered) ? Effect.succeed(false) : loop
+    const parts: Array<Buffer> = []
+    let size = 0
+    const loop: Effect.Effect<Buffer, unknown> = Effect.flatMap(this.next, (bytes) => {
+      if (bytes === null) return Effect.succeed(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size))
+      parts.push(bytes)
+      size += bytes.length
+      return loop
     })
     return loop
-  }
+  })
 
   /** Fails every read from now on with `error`, and closes the connection (a limit passed). */
   fail(error: unknown): void {
