@@ -32,7 +32,7 @@ import { cutsFor, decodeObjectWithoutManagedFields, decodeWithoutManagedFields }
 import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { ownedDecoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
-import type { Answer, Outgoing } from "./internal/undiciExchange.ts"
+import type { Answer, BodyReader, Outgoing } from "./internal/undiciExchange.ts"
 import { HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
@@ -590,13 +590,7 @@ const makeService = (
     Effect.gen(function*() {
       // A body that breaks off or stalls still leaves the status code to speak.
       const body = yield* Effect.orElseSucceed(
-        Effect.timeout(
-          Effect.map(
-            Effect.onInterrupt(answer.body.all, () => Effect.sync(() => answer.body.discard())),
-            (bytes) => decodeBody(bytes, false)
-          ),
-          bodyTimeout
-        ),
+        Effect.timeout(Effect.map(readAll(answer.body), (bytes) => decodeBody(bytes, false)), bodyTimeout),
         () => ""
       )
       const nowMillis = yield* Clock.currentTimeMillis
@@ -615,18 +609,14 @@ const makeService = (
       return yield* Effect.fail(error)
     })
 
-  /**
-   * A read of `sent`'s body under the body deadline; the body destroyed (its connection closed) if
-   * the read is cut short.
-   */
-  const underBodyDeadline = <A>(
-    method: string,
-    path: string,
-    sent: Sent,
-    read: Effect.Effect<A, unknown>
-  ): Effect.Effect<A, KubeTransportError> =>
+  /** A whole body, the body destroyed (its connection closed) if the read is cut short. */
+  const readAll = (body: BodyReader): Effect.Effect<Buffer, unknown> =>
+    Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard()))
+
+  /** A whole body's bytes, under the body deadline. */
+  const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
     Effect.mapError(
-      Effect.onInterrupt(read, () => Effect.sync(() => sent.answer.body.discard())),
+      readAll(sent.answer.body),
       (cause) => bodyBroke({ method, path, server, cause, secret: sent.secret })
     ).pipe(
       Effect.timeoutFail({
@@ -634,10 +624,6 @@ const makeService = (
         onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
       })
     )
-
-  /** A whole body's bytes, under the body deadline. */
-  const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
-    underBodyDeadline(method, path, sent, sent.answer.body.all)
 
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
     Effect.map(readBody(method, path, sent), (bytes) => decodeBody(bytes, false))
