@@ -374,7 +374,7 @@ describe("KubeClient.listAll", () => {
       }
     }))
 
-  it.scoped("a page whose first bytes name another token than the whole page: the page is believed", () =>
+  it.scoped("a page whose head names another token than its parse does: the parse is believed, the early ask dropped", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res, seen) => {
         res.writeHead(200, { "content-type": "application/json" })

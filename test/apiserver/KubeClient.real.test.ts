@@ -100,8 +100,8 @@ describe("KubeClient against the real kube-apiserver", () => {
       ])
     }).pipe(Effect.provide(clientLayer())))
 
-  it.scoped("a custom resource's list page names its continue token in its last bytes, where listAll reads it early", () =>
-    Effect.gen(function*() {
+  it.live("a custom resource's list page names its continue token in its last bytes, where listAll reads it early", () =>
+    Effect.scoped(Effect.gen(function*() {
       const kube = yield* KubeClient.KubeClient
       for (const name of ["wire-a", "wire-b", "wire-c"]) yield* kube.create(SandboxResource, ns, sandbox(name, "wire"))
       const agent = yield* Facts.agent(facts)
@@ -118,7 +118,7 @@ describe("KubeClient against the real kube-apiserver", () => {
       expect(peekHead(bytes, 0)).toBeUndefined()
       expect(peekTail(bytes, 0)).toBe(page.metadata.continue)
       expect(peekContinue(bytes, 0)).toBe(page.metadata.continue)
-    }).pipe(Effect.provide(clientLayer())))
+    })).pipe(Effect.provide(clientLayer())))
 
   it.live("a watch from an expired resourceVersion yields the ERROR 410 event", () =>
     Effect.gen(function*() {
