@@ -16,7 +16,7 @@ import * as KubeConfig from "../src/KubeConfig.ts"
 import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
 import { makeSandbox } from "../test/bench/data.ts"
 
-// `serve <delay> <N>` in the server's process; `[delay] [N]` in ours.
+// `serve <delay> <N> <typed|sorted>` in the server's process; `[delay] [N] [typed]` in ours.
 const serving = process.argv[2] === "serve"
 const args = process.argv.slice(serving ? 3 : 2)
 const delay = Number(args[0] ?? 10)
@@ -84,6 +84,8 @@ if (serving) {
       if (count !== N) throw new Error(`listed ${count}, not ${N}`)
       return performance.now() - t0
     })
+  // The server goes with this process however it ends.
+  process.once("exit", () => child.kill())
   await Effect.runPromise(Effect.scoped(
     Effect.gen(function*() {
       const client = yield* KubeClient.KubeClient
@@ -108,5 +110,4 @@ if (serving) {
       )
     )
   ))
-  child.kill()
 }
