@@ -50,6 +50,10 @@ describe("KubeClient against the real kube-apiserver", () => {
         .pipe(Stream.runCollect, Effect.fork)
       yield* kube.mergePatch(SandboxResource, ns, "kc-1", { status: { phase: "Ready" } }, { subresource: "status" })
       yield* kube.delete(SandboxResource, ns, "kc-2")
+      // kube-apiserver sends a watch a bookmark only once some Sandbox, selected or not, moved past
+      // where the watch stands (the differential test pins this): a change outside the selector
+      // makes one due, rather than whatever other tests happen to be doing meanwhile.
+      yield* kube.create(SandboxResource, ns, sandbox("kc-elsewhere", "kubeclient-elsewhere"))
       const events = Chunk.toArray(yield* watched.await.pipe(Effect.flatten))
       const objectEvents = events.filter((e) => e.type !== "BOOKMARK")
       expect(
