@@ -111,7 +111,10 @@ export interface KubeClientService {
     schema: Schema.Schema<A, I>,
     options?: ListOptions
   ) => Effect.Effect<ListPage<A>, KubeClientError>
-  /** Follows `continue` page by page; a continue token that expired (410) starts the list over. */
+  /**
+   * Follows `continue` page by page, each next page asked for while the one before is parsed (one
+   * page ahead); a continue token that expired (410) starts the list over.
+   */
   readonly listAll: <A extends HasMetadata, I>(
     resource: KubeResource,
     schema: Schema.Schema<A, I>,
