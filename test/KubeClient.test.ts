@@ -127,6 +127,13 @@ const sendText = (
   res.end(body)
 }
 
+/** A server of list pages by continue token (`""`: the first page); a string page goes as written. */
+const pagesByToken = (pages: Record<string, unknown>) =>
+  fixture((_req, res, seen) => {
+    const page = pages[seen.query.continue ?? ""]
+    return typeof page === "string" ? sendText(res, 200, "application/json", page) : sendJson(res, 200, page)
+  })
+
 /** A gate a handler waits on, opened by the test once it has seen what came before. */
 const makeGate = () => {
   let open!: () => void
@@ -278,16 +285,13 @@ describe("KubeClient.list", () => {
 describe("KubeClient.listAll", () => {
   it.scoped("follows continue tokens and keeps the first page's resourceVersion", () =>
     Effect.gen(function*() {
-      const fx = yield* fixture((_req, res, seen) => {
-        const pages: Record<string, unknown> = {
-          "": { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] },
-          c1: {
-            metadata: { resourceVersion: "101", continue: "c2" },
-            items: [sandbox("b", "2"), sandbox("x", "3", 0)]
-          },
-          c2: { metadata: { resourceVersion: "102", continue: "" }, items: [sandbox("c", "4")] }
-        }
-        sendJson(res, 200, pages[seen.query.continue ?? ""])
+      const fx = yield* pagesByToken({
+        "": { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] },
+        c1: {
+          metadata: { resourceVersion: "101", continue: "c2" },
+          items: [sandbox("b", "2"), sandbox("x", "3", 0)]
+        },
+        c2: { metadata: { resourceVersion: "102", continue: "" }, items: [sandbox("c", "4")] }
       })
       const client = yield* clientFor(fx.url)
       const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 2, labelSelector: "l" })
@@ -376,21 +380,13 @@ describe("KubeClient.listAll", () => {
 
   it.scoped("a page whose head names another token than its parse does: the parse is believed, the early ask dropped", () =>
     Effect.gen(function*() {
-      const fx = yield* fixture((_req, res, seen) => {
-        res.writeHead(200, { "content-type": "application/json" })
-        switch (seen.query.continue) {
-          case undefined:
-            // Two metadata keys: JSON.parse keeps the last one, which names c2.
-            return res.end(
-              `{"metadata":{"resourceVersion":"100","continue":"decoy"},"items":[${
-                JSON.stringify(sandbox("a", "1"))
-              }],"metadata":{"resourceVersion":"100","continue":"c2"}}`
-            )
-          case "decoy":
-            return res.end(JSON.stringify({ metadata: { resourceVersion: "100" }, items: [sandbox("wrong", "9")] }))
-          default:
-            return res.end(JSON.stringify({ metadata: { resourceVersion: "100" }, items: [sandbox("b", "2")] }))
-        }
+      const fx = yield* pagesByToken({
+        // Two metadata keys: JSON.parse keeps the last one, which names c2.
+        "": `{"metadata":{"resourceVersion":"100","continue":"decoy"},"items":[${
+          JSON.stringify(sandbox("a", "1"))
+        }],"metadata":{"resourceVersion":"100","continue":"c2"}}`,
+        decoy: { metadata: { resourceVersion: "100" }, items: [sandbox("wrong", "9")] },
+        c2: { metadata: { resourceVersion: "100" }, items: [sandbox("b", "2")] }
       })
       const client = yield* clientFor(fx.url)
       const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
@@ -398,25 +394,20 @@ describe("KubeClient.listAll", () => {
       expect(fx.seen.map((s) => s.query.continue).at(-1)).toBe("c2")
     }))
 
-  it.scoped("a custom resource's list (keys sorted: metadata last) is listed whole, each token read from a page's end", () =>
+  it.scoped("a custom resource's list (keys sorted: metadata last) is listed whole", () =>
     Effect.gen(function*() {
-      const fx = yield* fixture((_req, res, seen) => {
-        res.writeHead(200, { "content-type": "application/json" })
-        switch (seen.query.continue) {
-          case undefined:
-            return res.end(JSON.stringify({
-              apiVersion: "jr2.dev/v1alpha1",
-              items: [sandbox("a", "1")],
-              kind: "SandboxList",
-              metadata: { continue: "c2", remainingItemCount: 1, resourceVersion: "100" }
-            }))
-          case "c2":
-            return res.end(JSON.stringify({
-              apiVersion: "jr2.dev/v1alpha1",
-              items: [sandbox("b", "2")],
-              kind: "SandboxList",
-              metadata: { continue: "", resourceVersion: "100" }
-            }))
+      const fx = yield* pagesByToken({
+        "": {
+          apiVersion: "jr2.dev/v1alpha1",
+          items: [sandbox("a", "1")],
+          kind: "SandboxList",
+          metadata: { continue: "c2", remainingItemCount: 1, resourceVersion: "100" }
+        },
+        c2: {
+          apiVersion: "jr2.dev/v1alpha1",
+          items: [sandbox("b", "2")],
+          kind: "SandboxList",
+          metadata: { continue: "", resourceVersion: "100" }
         }
       })
       const client = yield* clientFor(fx.url)
