@@ -735,6 +735,11 @@ const makeService = (
           }
           const next = peekContinue(fetched.right.bytes, textStart(fetched.right.bytes))
           if (next !== null) {
+            // The connection this page came on is free again only in the check phase (undici waits
+            // a loop turn before reusing one): asked for before that, the next page opened a
+            // second connection, whose connect completes in the loop's poll phase, after the
+            // parse, so nothing overlapped on page 2 (seen with undici's diagnostics channels).
+            yield* untilCheckPhase
             ahead = yield* Effect.forkScoped(fetchPage(resource, { ...first, continue: next }))
             // Its request must go out before the parse holds the thread. A forked fiber starts when
             // this one yields, and undici writes on a keep-alive connection that was idle only in

@@ -277,6 +277,12 @@ export const make = (
     const client = yield* KubeClient
     const settings = settingsOf(options)
     const cache = yield* SubscriptionRef.make<SandboxCache.SandboxCache>(SandboxCache.empty)
+    // Open once the first list is in the cache. A latch, not a wait on the cache's `changes`: that
+    // stream's subscription and channel stages, running for the first time, stood between
+    // `Layer.build` and the first request, and between the list and `synced` (the benchmark's
+    // time to synced; test/bench/results/2026-12-04-sixth-pass.md).
+    const syncedLatch = yield* Effect.makeLatch(false)
+    let syncedAnnounced = false
     const hub = new SubscriberHub<Option.Option<Sandbox>>()
     // Read and written by the loop's fiber only; set in one place, `settle`.
     let state: WatchMachine.WatchState = WatchMachine.initial
@@ -409,6 +415,12 @@ export const make = (
                 `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
                   `${applied.told} told; watching from there`
               ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
+              if (!syncedAnnounced) {
+                syncedAnnounced = true
+                yield* syncedLatch.open
+                // Who waits on `synced` hears it now, before this fiber opens the watch.
+                yield* Effect.yieldNow()
+              }
               return list.resourceVersion
             })
         }),
@@ -693,11 +705,7 @@ export const make = (
       Chunk.map(([name, sandbox]) => ({ name, sandbox }))
     )
 
-    const synced = cache.changes.pipe(
-      Stream.filter((current) => current.synced),
-      Stream.take(1),
-      Stream.runDrain
-    )
+    const synced = syncedLatch.await
 
     const health = Effect.gen(function*() {
       const current = yield* SubscriptionRef.get(cache)

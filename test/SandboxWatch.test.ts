@@ -786,6 +786,29 @@ describe("SandboxWatch", () => {
 
   // -- lifecycle -----------------------------------------------------------------------------------
 
+  it.scoped("synced waits through a failed first list, completes with the first list that lands, and stays complete", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const waiter = yield* Effect.fork(watch.synced)
+      yield* kube.respondList(Either.left(transportError()))
+      const pause = yield* nextPause()
+      yield* settle
+      expect(waiter.unsafePoll()).toBeNull()
+      yield* TestClock.adjust(pause)
+      yield* kube.respondList(fullList("10", sandbox("a", "7")))
+      yield* Fiber.join(waiter)
+      // What `synced` promises holds once it completes: the list is in the cache.
+      expect(Option.map(yield* watch.get("a"), (a) => a.metadata.resourceVersion)).toEqual(Option.some("7"))
+      expect((yield* watch.health).synced).toBe(true)
+      // A later re-list does not take it back, and a late caller completes at once.
+      const w = yield* kube.nextWatch
+      yield* w.fail(statusError(410, "Gone", "too old"))
+      yield* TestClock.adjust(yield* nextPause())
+      yield* kube.respondList(Either.left(transportError()))
+      yield* watch.synced
+      expect((yield* watch.health).synced).toBe(true)
+    }))
+
   it.scoped("stopping before the first list ends the loop and aborts the request", () =>
     Effect.gen(function*() {
       const { kube, stop, watch } = yield* start()
