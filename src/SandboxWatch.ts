@@ -32,6 +32,7 @@ import {
   type ConfigError,
   Context,
   Data,
+  Deferred,
   Duration,
   Effect,
   Either,
@@ -277,12 +278,12 @@ export const make = (
     const client = yield* KubeClient
     const settings = settingsOf(options)
     const cache = yield* SubscriptionRef.make<SandboxCache.SandboxCache>(SandboxCache.empty)
-    // Open once the first list is in the cache. A latch, not a wait on the cache's `changes`: that
-    // stream's subscription and channel stages, running for the first time, stood between
-    // `Layer.build` and the first request, and between the list and `synced` (the benchmark's
-    // time to synced; test/bench/results/2026-12-04-sixth-pass.md).
-    const syncedLatch = yield* Effect.makeLatch(false)
-    let syncedAnnounced = false
+    // Done once the first list is in the cache. Not a wait on the cache's `changes`: that stream's
+    // subscription and channel stages, running for the first time, stood between `Layer.build`
+    // and the first request, and between the list and `synced` (the benchmark's time to synced;
+    // test/bench/results/2026-12-04-sixth-pass.md). A `Deferred`, not a latch: it resumes its
+    // waiters at once, where a latch schedules a task that resumes them, one hop later.
+    const firstList = yield* Deferred.make<void>()
     const hub = new SubscriberHub<Option.Option<Sandbox>>()
     // Read and written by the loop's fiber only; set in one place, `settle`.
     let state: WatchMachine.WatchState = WatchMachine.initial
@@ -415,9 +416,7 @@ export const make = (
                 `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
                   `${applied.told} told; watching from there`
               ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
-              if (!syncedAnnounced) {
-                syncedAnnounced = true
-                yield* syncedLatch.open
+              if (yield* Deferred.succeed(firstList, undefined)) {
                 // Who waits on `synced` hears it now, before this fiber opens the watch.
                 yield* Effect.yieldNow()
               }
@@ -705,7 +704,7 @@ export const make = (
       Chunk.map(([name, sandbox]) => ({ name, sandbox }))
     )
 
-    const synced = syncedLatch.await
+    const synced = Deferred.await(firstList)
 
     const health = Effect.gen(function*() {
       const current = yield* SubscriptionRef.get(cache)
