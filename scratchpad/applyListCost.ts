@@ -3,7 +3,7 @@
  * by itself, in one process: the step the watch runs between the last page and `synced`.
  * Run: npx tsx scratchpad/applyListCost.ts [N]
  */
-import { HashMap, Option } from "effect"
+import { Option } from "effect"
 import * as SandboxCache from "../src/internal/sandboxCache.ts"
 import type { FullList } from "../src/KubeClient.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
@@ -39,6 +39,6 @@ for (let round = 0; round < 8; round++) {
   console.log(
     `first list ${ms.toFixed(2)} ms (${((ms * 1000) / N).toFixed(2)} µs a name), re-list of the same ${
       relistMs.toFixed(2)
-    } ms; cached ${HashMap.size(relisted.cache.objects)}${Option.isNone(Option.none()) ? "" : ""}`
+    } ms; cached ${relisted.cache.objects.size}${Option.isNone(Option.none()) ? "" : ""}`
   )
 }

@@ -37,7 +37,6 @@ import {
   Effect,
   Either,
   FiberRef,
-  HashMap,
   HashSet,
   Layer,
   Metric,
@@ -409,7 +408,7 @@ export const make = (
               counts.lastHeard = yield* Clock.currentTimeMillis
               counts.resourceVersion = list.resourceVersion
               yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
-              yield* Metric.set(metrics.cached, HashMap.size(applied.cache.objects))
+              yield* Metric.set(metrics.cached, applied.cache.objects.size)
               yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
               yield* settle(WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion }))
               yield* Effect.logInfo(
@@ -636,7 +635,7 @@ export const make = (
 
     /** What the cache holds for `name`; nothing for a name that is unknown (rule 13). */
     const tellCurrent = (name: string) => (mailbox: Mailbox, current: SandboxCache.SandboxCache) => {
-      if (!HashSet.has(current.unknown, name)) mailbox.put(name, HashMap.get(current.objects, name))
+      if (!HashSet.has(current.unknown, name)) mailbox.put(name, current.objects.getOption(name))
     }
 
     /**
@@ -717,7 +716,7 @@ export const make = (
         lastHeard: Option.fromNullable(counts.lastHeard),
         relists: counts.relists,
         watchRestarts: counts.watchRestarts,
-        cached: HashMap.size(current.objects),
+        cached: current.objects.size,
         unknown: HashSet.size(current.unknown),
         resourceVersion: Option.fromNullable(counts.resourceVersion),
         subscribers: hub.subscribers
@@ -726,7 +725,7 @@ export const make = (
 
     return {
       synced,
-      get: (name) => Effect.map(SubscriptionRef.get(cache), (current) => HashMap.get(current.objects, name)),
+      get: (name) => Effect.map(SubscriptionRef.get(cache), (current) => current.objects.getOption(name)),
       changes,
       allChanges,
       waitFor,

@@ -74,7 +74,7 @@ describe("sandboxCache.applyList", () => {
     )
     expect(told.sort()).toEqual(["a@5", "c:gone"])
     expect(HashSet.has(cache.unknown, "b")).toBe(true)
-    expect(HashMap.has(cache.objects, "b")).toBe(false)
+    expect(cache.objects.has("b")).toBe(false)
   })
 
   it("11. a later list tells exactly the names that changed or went", () => {

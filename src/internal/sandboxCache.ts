@@ -4,8 +4,8 @@
  * returning the new cache; whom to tell is handed to `tell` as it is decided, so a test can collect
  * the tells into an array. Rules 10–14 of `watchMachine.ts` live here.
  *
- * The maps are persistent (`HashMap`): a list replaces the cache in one step, and a snapshot taken
- * by a reader stays valid while the watch goes on.
+ * The maps are persistent (`OverlayMap`, `HashMap`): a list replaces the cache in one step, and a
+ * snapshot taken by a reader stays valid while the watch goes on.
  *
  * @internal
  */
@@ -14,12 +14,13 @@ import type { FullList } from "../KubeClient.ts"
 import type { Status } from "../KubeStatus.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import { OverlayMap } from "./overlayMap.ts"
 import { isOlder } from "./resourceVersion.ts"
 
 export interface SandboxCache {
   /** A list has landed: before it the cache knows nothing. */
   readonly synced: boolean
-  readonly objects: HashMap.HashMap<string, Sandbox>
+  readonly objects: OverlayMap<Sandbox>
   /**
    * Names the cluster has but whose only state we heard did not decode: neither present nor gone
    * (rule 13). Nobody is told anything about them until a state that decodes, or a deletion.
@@ -34,7 +35,7 @@ export interface SandboxCache {
 
 export const empty: SandboxCache = {
   synced: false,
-  objects: HashMap.empty(),
+  objects: OverlayMap.empty(),
   unknown: HashSet.empty(),
   tombstones: HashMap.empty()
 }
@@ -78,38 +79,41 @@ export const applyList = (
 ): ListApplied => {
   const undecodable = new Set<string>()
   for (const bad of list.undecodable) if (bad.name !== undefined) undecodable.add(bad.name)
-  const objects = HashMap.beginMutation(HashMap.empty<string, Sandbox>())
+  const objects = new Map<string, Sandbox>()
   const tombstones = HashMap.beginMutation(old.tombstones)
+  const anyTombstones = HashMap.size(old.tombstones) > 0
   let told = 0
   for (const item of list.items) {
     const name = item.metadata.name
-    const cached = HashMap.get(old.objects, name)
-    if (Option.isSome(cached)) {
+    const cached = old.objects.get(name)
+    if (cached !== undefined) {
       // A list cannot be newer than what we were told, unless the server is behind: keep ours.
-      const sandbox = isOlder(item.metadata.resourceVersion, cached.value.metadata.resourceVersion)
-        ? cached.value
-        : item
-      HashMap.set(objects, name, sandbox)
-      if (sandbox !== cached.value && sandbox.metadata.resourceVersion !== cached.value.metadata.resourceVersion) {
+      const sandbox = isOlder(item.metadata.resourceVersion, cached.metadata.resourceVersion) ? cached : item
+      objects.set(name, sandbox)
+      if (sandbox !== cached && sandbox.metadata.resourceVersion !== cached.metadata.resourceVersion) {
         told++
         tell(name, Option.some(sandbox))
       }
       continue
     }
-    const deletedAt = HashMap.get(old.tombstones, name)
-    // A state no newer than the deletion we told is the past, not a re-creation.
-    if (Option.isSome(deletedAt) && notNewer(item.metadata.resourceVersion, deletedAt.value)) continue
-    HashMap.remove(tombstones, name)
-    HashMap.set(objects, name, item)
+    // Looked up only when there are any: on a first list the persistent map's code, running for the
+    // first time, cost 7–12 ms of the 11–17 (`npx tsx scratchpad/overlayMapCost.ts`).
+    if (anyTombstones) {
+      const deletedAt = HashMap.get(old.tombstones, name)
+      // A state no newer than the deletion we told is the past, not a re-creation.
+      if (Option.isSome(deletedAt) && notNewer(item.metadata.resourceVersion, deletedAt.value)) continue
+      HashMap.remove(tombstones, name)
+    }
+    objects.set(name, item)
     told++
     tell(name, Option.some(item))
   }
   for (const [name, sandbox] of old.objects) {
-    if (HashMap.has(objects, name)) continue
+    if (objects.has(name)) continue
     // Not in the list: gone, unless it did not decode (unknown, not loss) or the list is older than
     // what we last heard of it (a stale list cannot prove a newer object gone).
     if (undecodable.has(name) || isOlder(list.resourceVersion, sandbox.metadata.resourceVersion)) {
-      HashMap.set(objects, name, sandbox)
+      objects.set(name, sandbox)
     } else {
       HashMap.set(tombstones, name, list.resourceVersion)
       told++
@@ -117,17 +121,17 @@ export const applyList = (
     }
   }
   const unknown = HashSet.beginMutation(HashSet.empty<string>())
-  for (const name of undecodable) if (!HashMap.has(objects, name)) HashSet.add(unknown, name)
+  for (const name of undecodable) if (!objects.has(name)) HashSet.add(unknown, name)
   // A name unknown before that this list does not carry at all is gone: tell those waiting on it.
   for (const name of old.unknown) {
-    if (!undecodable.has(name) && !HashMap.has(objects, name)) {
+    if (!undecodable.has(name) && !objects.has(name)) {
       told++
       tell(name, gone)
     }
   }
   const cache: SandboxCache = {
     synced: true,
-    objects: HashMap.endMutation(objects),
+    objects: OverlayMap.fromMap(objects),
     unknown: HashSet.endMutation(unknown),
     tombstones: pruneTombstones(HashMap.endMutation(tombstones))
   }
@@ -135,7 +139,7 @@ export const applyList = (
     // The reconcile: every name waited on that the first list does not hold is told gone, except
     // the ones it holds undecodable. (The ones it holds were told above: the cache was empty.)
     for (const name of Array.from(waitedOn)) {
-      if (!HashMap.has(cache.objects, name) && !HashSet.has(cache.unknown, name)) {
+      if (!cache.objects.has(name) && !HashSet.has(cache.unknown, name)) {
         told++
         tell(name, gone)
       }
@@ -180,18 +184,18 @@ export const applyEvents = (
   let error: Status | undefined
   let stale = 0
   let undecodable: Array<UndecodableEvent> | undefined
-  const objects = HashMap.beginMutation(old.objects)
+  const objects = old.objects.beginEdit()
   // Touched only by deletions and names not cached: most batches leave them as they were.
   let tombstones = old.tombstones
   let unknown = old.unknown
   const isStale = (name: string, eventVersion: string): boolean => {
-    const cached = HashMap.get(objects, name)
-    if (Option.isSome(cached)) return isOlder(eventVersion, cached.value.metadata.resourceVersion)
+    const cached = objects.get(name)
+    if (cached !== undefined) return isOlder(eventVersion, cached.metadata.resourceVersion)
     const deletedAt = HashMap.get(tombstones, name)
     return Option.isSome(deletedAt) && notNewer(eventVersion, deletedAt.value)
   }
   const remove = (name: string, deletedAt: string) => {
-    HashMap.remove(objects, name)
+    objects.remove(name)
     if (deletedAt !== "") tombstones = HashMap.set(tombstones, name, deletedAt)
     if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
     tell(name, gone)
@@ -215,7 +219,7 @@ export const applyEvents = (
         if (event.eventType === "DELETED") {
           // The object is unreadable, but the event says which name went: that is the cluster's word.
           remove(name, eventVersion)
-        } else if (!HashMap.has(objects, name)) {
+        } else if (objects.get(name) === undefined) {
           // Rule 13: keep what we had; a name we had nothing for becomes unknown.
           unknown = HashSet.add(unknown, name)
         }
@@ -230,7 +234,7 @@ export const applyEvents = (
         if (event.type === "DELETED") {
           remove(name, eventVersion)
         } else {
-          HashMap.set(objects, name, event.object)
+          objects.set(name, event.object)
           if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
           if (HashMap.size(tombstones) > 0) tombstones = HashMap.remove(tombstones, name)
           tell(name, Option.some(event.object))
@@ -239,7 +243,7 @@ export const applyEvents = (
     }
   }
   return {
-    cache: { synced: old.synced, objects: HashMap.endMutation(objects), unknown, tombstones },
+    cache: { synced: old.synced, objects: objects.done(), unknown, tombstones },
     resourceVersion,
     heard,
     error,

@@ -1,0 +1,138 @@
+/**
+ * A persistent map from names to values for a cache that a list replaces whole and watch events
+ * change a few names at a time. A list's entries go into a plain `Map` that is never written again
+ * (the base); the changes since are a persistent `HashMap` over it (the overlay). Every version stays
+ * valid: a write makes a new overlay and never touches the base.
+ *
+ * Why not one `HashMap`: building one of 10,000 entries from a list is the persistent map's code
+ * running for the first time, 30–40 ms between the last page and `synced` at the start of a process
+ * (16–21 ms alone in `npx tsx scratchpad/overlayMapCost.ts`), against 3–4 ms for a `Map`; the
+ * benchmark's time to synced fell by about that much (test/bench/results/2026-12-04-sixth-pass.md).
+ * Once the overlay holds a quarter as many names as the base, the write that made it so folds it
+ * into a new base: superseded values are not held for long, and a lookup stays one `HashMap` and
+ * one `Map` lookup at most, at an amortized cost of a few `Map` entries copied per write.
+ *
+ * @internal
+ */
+import { HashMap, Option } from "effect"
+
+/** What the overlay holds for a name the base has and the map no longer does. */
+const Removed: unique symbol = Symbol("OverlayMap/Removed")
+type Slot<V> = V | typeof Removed
+
+/** Fewest names the overlay folds at: below this, copying the base would cost more than it saves. */
+const MinFold = 64
+
+const shouldFold = (baseSize: number, overlaySize: number): boolean =>
+  overlaySize > MinFold && overlaySize > baseSize >> 2
+
+const fold = <V>(base: ReadonlyMap<string, V>, overlay: HashMap.HashMap<string, Slot<V>>): Map<string, V> => {
+  const folded = new Map(base)
+  for (const [key, slot] of overlay) {
+    if (slot === Removed) folded.delete(key)
+    else folded.set(key, slot)
+  }
+  return folded
+}
+
+export class OverlayMap<V> implements Iterable<[string, V]> {
+  /** Use `empty`, `fromMap` and the writes; `base` is never written to. */
+  constructor(
+    private readonly base: ReadonlyMap<string, V>,
+    private readonly overlay: HashMap.HashMap<string, Slot<V>>,
+    readonly size: number
+  ) {}
+
+  static empty<V>(): OverlayMap<V> {
+    return new OverlayMap<V>(new Map(), HashMap.empty(), 0)
+  }
+
+  /** The map of `entries`, which it takes over: the caller must not write to it again. */
+  static fromMap<V>(entries: Map<string, V>): OverlayMap<V> {
+    return new OverlayMap(entries, HashMap.empty(), entries.size)
+  }
+
+  get(key: string): V | undefined {
+    if (HashMap.size(this.overlay) > 0) {
+      const slot = HashMap.get(this.overlay, key)
+      if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
+    }
+    return this.base.get(key)
+  }
+
+  /** Names written since the base was made: what the next fold copies, and what a lookup may check first. */
+  get changedNames(): number {
+    return HashMap.size(this.overlay)
+  }
+
+  getOption(key: string): Option.Option<V> {
+    return Option.fromNullable(this.get(key))
+  }
+
+  has(key: string): boolean {
+    return this.get(key) !== undefined
+  }
+
+  set(key: string, value: V): OverlayMap<V> {
+    return this.edit((draft) => draft.set(key, value))
+  }
+
+  remove(key: string): OverlayMap<V> {
+    return this.edit((draft) => draft.remove(key))
+  }
+
+  /** Several writes in one step: `write` gets a draft, whose writes make the returned version. */
+  edit(write: (draft: OverlayDraft<V>) => void): OverlayMap<V> {
+    const draft = this.beginEdit()
+    write(draft)
+    return draft.done()
+  }
+
+  /** A draft of the next version, this one as it is; its `done` makes that version. */
+  beginEdit(): OverlayDraft<V> {
+    return new OverlayDraft(this.base, HashMap.beginMutation(this.overlay), this.size)
+  }
+
+  *[Symbol.iterator](): Iterator<[string, V]> {
+    const overlay = this.overlay
+    for (const [key, slot] of overlay) if (slot !== Removed) yield [key, slot]
+    const shadowed = HashMap.size(overlay) > 0
+    for (const entry of this.base) if (!shadowed || !HashMap.has(overlay, entry[0])) yield entry
+  }
+}
+
+/** The writes of one `edit`: reads see them at once; `done` makes the new version. */
+export class OverlayDraft<V> {
+  constructor(
+    private readonly base: ReadonlyMap<string, V>,
+    private readonly overlay: HashMap.HashMap<string, Slot<V>>,
+    private size: number
+  ) {}
+
+  get(key: string): V | undefined {
+    const slot = HashMap.get(this.overlay, key)
+    if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
+    return this.base.get(key)
+  }
+
+  set(key: string, value: V): void {
+    if (this.get(key) === undefined) this.size++
+    HashMap.set(this.overlay, key, value)
+  }
+
+  remove(key: string): void {
+    if (this.get(key) === undefined) return
+    this.size--
+    // A name only the overlay had leaves it; one the base has is shadowed.
+    if (this.base.has(key)) HashMap.set(this.overlay, key, Removed)
+    else HashMap.remove(this.overlay, key)
+  }
+
+  /** The new version; the draft is not to be used after. */
+  done(): OverlayMap<V> {
+    const overlay = HashMap.endMutation(this.overlay)
+    return shouldFold(this.base.size, HashMap.size(overlay))
+      ? OverlayMap.fromMap(fold(this.base, overlay))
+      : new OverlayMap(this.base, overlay, this.size)
+  }
+}
