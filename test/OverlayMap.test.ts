@@ -61,19 +61,20 @@ describe("OverlayMap", () => {
     }
   })
 
-  it("folds its changes into a new base once they are a quarter of it, keeping the old version whole", () => {
+  it("moves the list's entries into the overlay once the changes are a quarter of them, keeping the old version whole", () => {
     const base = new Map(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i] as [string, number]))
     const listed = OverlayMap.fromMap(base)
     let map = listed
-    const changed: Array<number> = []
+    const layouts: Array<readonly [number, number]> = []
     for (let i = 0; i < 300; i++) {
       map = i % 3 === 0 ? map.remove(`k${i}`) : map.set(`k${i}`, -i)
-      changed.push(map.changedNames)
+      layouts.push([map.baseNames, map.overlayNames])
     }
-    // 250 changes are a quarter of the base: the 251st write folds them in, and the count restarts.
-    expect(changed[249]).toBe(250)
-    expect(changed[250]).toBe(0)
-    expect(changed[299]).toBe(49)
+    // 250 changes are a quarter of the base: the 251st write moves the rest in (the 84 removed
+    // names leave), and the overlay is the whole map from then on.
+    expect(layouts[249]).toEqual([1000, 250])
+    expect(layouts[250]).toEqual([0, 1000 - 84])
+    expect(layouts[299]).toEqual([0, 900])
     // The list's Map itself is never written: the first version still reads it as it came.
     expect(base.size).toBe(1000)
     expect(base.get("k0")).toBe(0)

@@ -8,9 +8,12 @@
  * running for the first time, 30–40 ms between the last page and `synced` at the start of a process
  * (16–21 ms alone in `npx tsx scratchpad/overlayMapCost.ts`), against 3–4 ms for a `Map`; the
  * benchmark's time to synced fell by about that much (test/bench/results/2026-12-04-sixth-pass.md).
- * Once the overlay holds a quarter as many names as the base, the write that made it so folds it
- * into a new base: superseded values are not held for long, and a lookup stays one `HashMap` and
- * one `Map` lookup at most, at an amortized cost of a few `Map` entries copied per write.
+ *
+ * Once the overlay holds a quarter as many names as the base, the write that made it so moves the
+ * base's other entries into the overlay, which from then on is the whole map (until the next list):
+ * superseded values are held no longer than that, and the map's code is warm by then. Folding into
+ * a new base `Map` each time instead cost the benchmark's throughput 3–4% (a 10,000-entry copy every
+ * ~2,900 events over 10,000 names).
  *
  * @internal
  */
@@ -20,19 +23,20 @@ import { HashMap, Option } from "effect"
 const Removed: unique symbol = Symbol("OverlayMap/Removed")
 type Slot<V> = V | typeof Removed
 
-/** Fewest names the overlay folds at: below this, copying the base would cost more than it saves. */
-const MinFold = 64
+/** Fewest changes that move the base: below this, a small list's base may as well stay. */
+const MinMove = 64
 
-const shouldFold = (baseSize: number, overlaySize: number): boolean =>
-  overlaySize > MinFold && overlaySize > baseSize >> 2
+const NoBase: ReadonlyMap<string, never> = new Map<string, never>()
 
-const fold = <V>(base: ReadonlyMap<string, V>, overlay: HashMap.HashMap<string, Slot<V>>): Map<string, V> => {
-  const folded = new Map(base)
-  for (const [key, slot] of overlay) {
-    if (slot === Removed) folded.delete(key)
-    else folded.set(key, slot)
-  }
-  return folded
+/**
+ * The base's entries the overlay does not shadow, moved into it; what it marks removed, taken out.
+ * `overlay` is a draft's, still open for writes.
+ */
+const moveBase = <V>(base: ReadonlyMap<string, V>, overlay: HashMap.HashMap<string, Slot<V>>): void => {
+  const removed: Array<string> = []
+  for (const [key, slot] of overlay) if (slot === Removed) removed.push(key)
+  for (const entry of base) if (!HashMap.has(overlay, entry[0])) HashMap.set(overlay, entry[0], entry[1])
+  for (const key of removed) HashMap.remove(overlay, key)
 }
 
 export class OverlayMap<V> implements Iterable<[string, V]> {
@@ -60,8 +64,13 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
     return this.base.get(key)
   }
 
-  /** Names written since the base was made: what the next fold copies, and what a lookup may check first. */
-  get changedNames(): number {
+  /** Names the list's `Map` answers for (none once the overlay took them over), for tests. */
+  get baseNames(): number {
+    return this.base.size
+  }
+
+  /** Names the overlay answers for, removed ones included, for tests. */
+  get overlayNames(): number {
     return HashMap.size(this.overlay)
   }
 
@@ -115,12 +124,18 @@ export class OverlayDraft<V> {
     return this.base.get(key)
   }
 
+  // With no base, the overlay is the map and counts itself: a write needs no lookup first.
+
   set(key: string, value: V): void {
-    if (this.get(key) === undefined) this.size++
+    if (this.base.size > 0 && this.get(key) === undefined) this.size++
     HashMap.set(this.overlay, key, value)
   }
 
   remove(key: string): void {
+    if (this.base.size === 0) {
+      HashMap.remove(this.overlay, key)
+      return
+    }
     if (this.get(key) === undefined) return
     this.size--
     // A name only the overlay had leaves it; one the base has is shadowed.
@@ -130,9 +145,12 @@ export class OverlayDraft<V> {
 
   /** The new version; the draft is not to be used after. */
   done(): OverlayMap<V> {
-    const overlay = HashMap.endMutation(this.overlay)
-    return shouldFold(this.base.size, HashMap.size(overlay))
-      ? OverlayMap.fromMap(fold(this.base, overlay))
-      : new OverlayMap(this.base, overlay, this.size)
+    const changed = HashMap.size(this.overlay)
+    if (this.base.size === 0) return new OverlayMap<V>(NoBase, HashMap.endMutation(this.overlay), changed)
+    if (changed > MinMove && changed > this.base.size >> 2) {
+      moveBase(this.base, this.overlay)
+      return new OverlayMap<V>(NoBase, HashMap.endMutation(this.overlay), this.size)
+    }
+    return new OverlayMap(this.base, HashMap.endMutation(this.overlay), this.size)
   }
 }
