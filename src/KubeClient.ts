@@ -529,6 +529,7 @@ const makeService = (
   // as well as the caller.
   const headersDeadline = Duration.format(headersTimeout)
   const bodyDeadline = Duration.format(bodyTimeout)
+  const bodyMillis = Duration.toMillis(bodyTimeout)
 
   /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
   const send = (
@@ -616,17 +617,37 @@ const makeService = (
   const readAll = (body: BodyReader): Effect.Effect<Buffer, unknown> =>
     Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard()))
 
-  /** A whole body's bytes, under the body deadline. */
+  /**
+   * A whole body's bytes, under the body deadline. The deadline is kept by the client's timer, as
+   * the headers' is: `Effect.timeoutFail` raced two fibers and a sleep per body, and a list reads
+   * one body a page.
+   */
   const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
-    Effect.mapError(
-      readAll(sent.answer.body),
-      (cause) => bodyBroke({ method, path, server, cause, secret: sent.secret })
-    ).pipe(
-      Effect.timeoutFail({
-        duration: bodyTimeout,
-        onTimeout: () => deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+    Effect.suspend(() => {
+      const body = sent.answer.body
+      let late = false
+      const deadline = timer.arm(bodyMillis, () => {
+        late = true
+        body.fail(new Error("the body deadline passed"))
       })
-    )
+      return Effect.matchEffect(
+        Effect.onInterrupt(readAll(body), () => Effect.sync(deadline.clear)),
+        {
+          onFailure: (cause) => {
+            deadline.clear()
+            return Effect.fail(
+              late
+                ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+                : bodyBroke({ method, path, server, cause, secret: sent.secret })
+            )
+          },
+          onSuccess: (bytes) => {
+            deadline.clear()
+            return Effect.succeed(bytes)
+          }
+        }
+      )
+    })
 
   const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
     Effect.map(readBody(method, path, sent), (bytes) => decodeBody(bytes, false))
@@ -690,7 +711,9 @@ const makeService = (
     schema: Schema.Schema<A, I>,
     options: Omit<ListOptions, "continue"> = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
-    const decode = ownedDecoderFor(schema)
+    // Made once the first page is asked for: the first time (a process's first list), its compile
+    // (~2 ms) then runs while the server answers rather than before the request.
+    let decode: Decode<A> | undefined
     const cuts = cutsFor(schema)
     const attempt = (
       first: Omit<ListOptions, "continue">,
@@ -717,6 +740,15 @@ const makeService = (
           ahead = undefined
           return dropped === undefined ? Effect.void : Fiber.interrupt(dropped)
         })
+        if (decode === undefined) {
+          ahead = yield* Effect.forkScoped(fetchPage(resource, first))
+          // Its request goes out once the fiber has dispatched it and the loop has had a turn (a
+          // new connection's connect completes in the poll phase; an idle one is written in the
+          // check phase).
+          yield* Effect.yieldNow()
+          yield* untilCheckPhase
+          decode = ownedDecoderFor(schema)
+        }
         while (true) {
           const fetched: Either.Either<FetchedPage, KubeClientError> = yield* Effect.either(
             ahead !== undefined
