@@ -48,7 +48,7 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
   ) {}
 
   static empty<V>(): OverlayMap<V> {
-    return new OverlayMap<V>(new Map(), HashMap.empty(), 0)
+    return new OverlayMap<V>(NoBase, HashMap.empty(), 0)
   }
 
   /** The map of `entries`, which it takes over: the caller must not write to it again. */
@@ -62,16 +62,6 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
       if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
     }
     return this.base.get(key)
-  }
-
-  /** Names the list's `Map` answers for (none once the overlay took them over), for tests. */
-  get baseNames(): number {
-    return this.base.size
-  }
-
-  /** Names the overlay answers for, removed ones included, for tests. */
-  get overlayNames(): number {
-    return HashMap.size(this.overlay)
   }
 
   getOption(key: string): Option.Option<V> {
@@ -108,9 +98,22 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
     const shadowed = HashMap.size(overlay) > 0
     for (const entry of this.base) if (!shadowed || !HashMap.has(overlay, entry[0])) yield entry
   }
+
+  /** Names the list's `Map` answers for (none once the overlay took them over), for tests. */
+  get baseNames(): number {
+    return this.base.size
+  }
+
+  /** Names the overlay answers for, removed ones included, for tests. */
+  get overlayNames(): number {
+    return HashMap.size(this.overlay)
+  }
 }
 
-/** The writes of one `edit`: reads see them at once; `done` makes the new version. */
+/**
+ * The writes of one `edit`: reads see them at once; `done` makes the new version. With no base the
+ * overlay is the whole map and counts itself, so a write needs no lookup first.
+ */
 export class OverlayDraft<V> {
   constructor(
     private readonly base: ReadonlyMap<string, V>,
@@ -123,8 +126,6 @@ export class OverlayDraft<V> {
     if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
     return this.base.get(key)
   }
-
-  // With no base, the overlay is the map and counts itself: a write needs no lookup first.
 
   set(key: string, value: V): void {
     if (this.base.size > 0 && this.get(key) === undefined) this.size++
