@@ -394,6 +394,29 @@ describe("KubeClient.listAll", () => {
       expect(fx.seen.map((s) => s.query.continue).at(-1)).toBe("c2")
     }))
 
+  it.scoped("a paged list keeps to one connection: each page is asked for once the last one's connection is free", () =>
+    Effect.gen(function*() {
+      const sockets: Array<unknown> = []
+      const tokens = ["", "c2", "c3", "c4", "c5"]
+      const fx = yield* fixture((req, res, seen) => {
+        sockets.push(req.socket)
+        const at = tokens.indexOf(seen.query.continue ?? "")
+        sendJson(res, 200, {
+          apiVersion: "jr2.dev/v1alpha1",
+          items: [sandbox(`s${at}`, String(at + 1))],
+          kind: "SandboxList",
+          metadata: { continue: tokens[at + 1] ?? "", resourceVersion: "100" }
+        })
+      })
+      const client = yield* clientFor(fx.url)
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
+      expect(all.items.map((s) => s.metadata.name)).toEqual(["s0", "s1", "s2", "s3", "s4"])
+      // Asked for before undici freed the connection, the next page opened a second one (a second
+      // TLS handshake against a real apiserver).
+      expect(sockets).toHaveLength(5)
+      expect(new Set(sockets).size).toBe(1)
+    }))
+
   it.scoped("a custom resource's list (keys sorted: metadata last) is listed whole", () =>
     Effect.gen(function*() {
       const fx = yield* pagesByToken({
