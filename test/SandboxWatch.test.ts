@@ -800,7 +800,7 @@ describe("SandboxWatch", () => {
       // What `synced` promises holds once it completes: the list is in the cache.
       expect(Option.map(yield* watch.get("a"), (a) => a.metadata.resourceVersion)).toEqual(Option.some("7"))
       expect((yield* watch.health).synced).toBe(true)
-      // A later re-list does not take it back, and a late caller completes at once.
+      // A later re-list, failed here, does not take it back, and a late caller completes at once.
       const w = yield* kube.nextWatch
       yield* w.fail(statusError(410, "Gone", "too old"))
       yield* TestClock.adjust(yield* nextPause())
