@@ -24,7 +24,7 @@ import {
   Stream,
   type Tracer
 } from "effect"
-import { peekContinue } from "./internal/continuePeek.ts"
+import { continueOf, peekContinue } from "./internal/continuePeek.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
 import { isRecord } from "./internal/isRecord.ts"
@@ -32,7 +32,7 @@ import { cutsFor, decodeObjectWithoutManagedFields, decodeWithoutManagedFields }
 import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { ownedDecoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
-import type { Answer, BodyReader, Outgoing } from "./internal/undiciExchange.ts"
+import type { Answer, Outgoing } from "./internal/undiciExchange.ts"
 import { HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
@@ -457,13 +457,13 @@ const toListPage = <A extends HasMetadata>(
     if (result._tag === "Right") items.push(result.right)
     else bad.push(undecodable("ADDED", item, result.left))
   }
-  const next = metadata?.continue
+  const next = continueOf(body)
   const remaining = metadata?.remainingItemCount
   return Either.right({
     items,
     undecodable: bad,
     resourceVersion,
-    continue: typeof next === "string" && next !== "" ? Option.some(next) : Option.none(),
+    continue: Option.fromNullable(next),
     remainingItemCount: typeof remaining === "number" ? Option.some(remaining) : Option.none()
   })
 }
@@ -593,10 +593,7 @@ const makeService = (
   ): Effect.Effect<never, KubeClientError> =>
     Effect.gen(function*() {
       // A body that breaks off or stalls still leaves the status code to speak.
-      const body = yield* Effect.orElseSucceed(
-        Effect.timeout(Effect.map(readAll(answer.body), (bytes) => decodeBody(bytes, false)), bodyTimeout),
-        () => ""
-      )
+      const body = yield* Effect.orElseSucceed(readText(method, path, { answer, secret }), () => "")
       const nowMillis = yield* Clock.currentTimeMillis
       const error = statusError({
         method,
@@ -613,14 +610,10 @@ const makeService = (
       return yield* Effect.fail(error)
     })
 
-  /** A whole body, the body destroyed (its connection closed) if the read is cut short. */
-  const readAll = (body: BodyReader): Effect.Effect<Buffer, unknown> =>
-    Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard()))
-
   /**
-   * A whole body's bytes, under the body deadline. The deadline is kept by the client's timer, as
-   * the headers' is: `Effect.timeoutFail` raced two fibers and a sleep per body, and a list reads
-   * one body a page.
+   * A whole body's bytes, under the body deadline; the body destroyed (its connection closed) if
+   * the read is cut short. The deadline is kept by the client's timer, as the headers' is:
+   * `Effect.timeoutFail` raced two fibers and a sleep per body, and a list reads one body a page.
    */
   const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
     Effect.suspend(() => {
@@ -631,7 +624,11 @@ const makeService = (
         body.fail(new Error("the body deadline passed"))
       })
       return Effect.matchEffect(
-        Effect.onInterrupt(readAll(body), () => Effect.sync(deadline.clear)),
+        Effect.onInterrupt(body.all, () =>
+          Effect.sync(() => {
+            deadline.clear()
+            body.discard()
+          })),
         {
           onFailure: (cause) => {
             deadline.clear()
@@ -740,13 +737,21 @@ const makeService = (
           ahead = undefined
           return dropped === undefined ? Effect.void : Fiber.interrupt(dropped)
         })
+        /**
+         * Asks for a page in a fiber of the list's scope, and returns once its request is out, so
+         * the parse or compile that follows does not hold it back. A forked fiber starts when this
+         * one yields, and undici writes on a keep-alive connection that was idle only in the event
+         * loop's check phase (it looks first for bytes the server sent unasked; a new connection's
+         * connect completes in the poll phase before it): so the fiber runs to its dispatch, then
+         * this one waits for the check phase behind it.
+         */
+        const askAhead = (page: ListOptions) =>
+          Effect.forkScoped(fetchPage(resource, page)).pipe(
+            Effect.zipLeft(Effect.yieldNow()),
+            Effect.zipLeft(untilCheckPhase)
+          )
         if (decode === undefined) {
-          ahead = yield* Effect.forkScoped(fetchPage(resource, first))
-          // Its request goes out once the fiber has dispatched it and the loop has had a turn (a
-          // new connection's connect completes in the poll phase; an idle one is written in the
-          // check phase).
-          yield* Effect.yieldNow()
-          yield* untilCheckPhase
+          ahead = yield* askAhead(first)
           decode = ownedDecoderFor(schema)
         }
         while (true) {
@@ -772,13 +777,7 @@ const makeService = (
             // second connection, whose connect completes in the loop's poll phase, after the
             // parse, so nothing overlapped on page 2 (seen with undici's diagnostics channels).
             yield* untilCheckPhase
-            ahead = yield* Effect.forkScoped(fetchPage(resource, { ...first, continue: next }))
-            // Its request must go out before the parse holds the thread. A forked fiber starts when
-            // this one yields, and undici writes on a keep-alive connection that was idle only in
-            // the event loop's check phase (it looks first for bytes the server sent unasked): so
-            // the fiber runs to its dispatch, then this one waits for the check phase behind it.
-            yield* Effect.yieldNow()
-            yield* untilCheckPhase
+            ahead = yield* askAhead({ ...first, continue: next })
           }
           const page: ListPage<A> = yield* pageOf(fetched.right, decode, cuts)
           pages += 1

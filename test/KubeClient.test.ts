@@ -1049,6 +1049,25 @@ describe("KubeClient.watch", () => {
       yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
+  it.scoped("an error answer whose body stalls still fails with its status once bodyTimeout passes", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(500, { "content-type": "application/json" })
+        res.write(`{"kind":"Status","code":500,`) // and never ends
+      })
+      const client = yield* clientFor(fx.url, { bodyTimeout: "10 seconds" })
+      const fiber = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      yield* pendingSleep(10_000)
+      yield* TestClock.adjust("9 seconds")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(fiber)
+      expect(error._tag).toBe("KubeStatusError")
+      expect(error._tag === "KubeStatusError" ? error.code : undefined).toBe(500)
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
   it.scoped("a watch's body has no such deadline: its silence is the watcher's to judge", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) => {

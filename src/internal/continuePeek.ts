@@ -21,6 +21,8 @@
  * @internal
  */
 
+import { isRecord } from "./isRecord.ts"
+
 const itemsKey = Buffer.from("\"items\":")
 const metadataKey = Buffer.from("\"metadata\":")
 
@@ -39,7 +41,7 @@ export const peekHead = (bytes: Buffer, start: number): string | null | undefine
   if (at < 0 || at - start > longestText) return undefined
   const head = parsed(bytes.toString("utf8", start, at) + "\"items\":null}")
   if (head === undefined) return null
-  return "metadata" in head ? tokenOf(head) : undefined
+  return "metadata" in head ? continueOf(head) : undefined
 }
 
 /** The token in the text from the list's metadata, when that comes last; `null` otherwise. */
@@ -47,21 +49,24 @@ export const peekTail = (bytes: Buffer, start: number): string | null => {
   const at = bytes.lastIndexOf(metadataKey)
   if (at < start || bytes.length - at > longestText) return null
   const tail = parsed("{" + bytes.toString("utf8", at))
-  return tail === undefined ? null : tokenOf(tail)
+  return tail === undefined ? null : continueOf(tail)
 }
 
-const parsed = (text: string): object | undefined => {
+const parsed = (text: string): Record<string, unknown> | undefined => {
   try {
     const value: unknown = JSON.parse(text)
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined
+    return isRecord(value) ? value : undefined
   } catch {
     return undefined
   }
 }
 
-const tokenOf = (list: object): string | null => {
-  const metadata = (list as { readonly metadata?: unknown }).metadata
-  if (typeof metadata !== "object" || metadata === null) return null
-  const token = (metadata as { readonly continue?: unknown }).continue
+/**
+ * A parsed list's continue token; none when it names none (absent or empty). The one rule, for the
+ * peek and the parse alike: the list drops an early ask when the two disagree.
+ */
+export const continueOf = (list: Record<string, unknown>): string | null => {
+  const metadata = list.metadata
+  const token = isRecord(metadata) ? metadata.continue : undefined
   return typeof token === "string" && token !== "" ? token : null
 }

@@ -72,22 +72,7 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
     return this.get(key) !== undefined
   }
 
-  set(key: string, value: V): OverlayMap<V> {
-    return this.edit((draft) => draft.set(key, value))
-  }
-
-  remove(key: string): OverlayMap<V> {
-    return this.edit((draft) => draft.remove(key))
-  }
-
-  /** Several writes in one step: `write` gets a draft, whose writes make the returned version. */
-  edit(write: (draft: OverlayDraft<V>) => void): OverlayMap<V> {
-    const draft = this.beginEdit()
-    write(draft)
-    return draft.done()
-  }
-
-  /** A draft of the next version, this one as it is; its `done` makes that version. */
+  /** A draft of the next version, this one as it is: its writes, then its `done` make that version. */
   beginEdit(): OverlayDraft<V> {
     return new OverlayDraft(this.base, HashMap.beginMutation(this.overlay), this.size)
   }
@@ -111,7 +96,7 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
 }
 
 /**
- * The writes of one `edit`: reads see them at once; `done` makes the new version. With no base the
+ * The writes of one step: reads see them at once; `done` makes the new version. With no base the
  * overlay is the whole map and counts itself, so a write needs no lookup first.
  */
 export class OverlayDraft<V> {
