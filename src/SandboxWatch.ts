@@ -411,14 +411,15 @@ export const make = (
               yield* Metric.set(metrics.cached, applied.cache.objects.size)
               yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
               yield* settle(WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion }))
+              if (yield* Deferred.succeed(firstList, undefined)) {
+                // Who waits on `synced` hears it now, before this fiber writes its log line (the
+                // first of a process costs ~2 ms to format and write) or opens the watch.
+                yield* Effect.yieldNow()
+              }
               yield* Effect.logInfo(
                 `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
                   `${applied.told} told; watching from there`
               ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
-              if (yield* Deferred.succeed(firstList, undefined)) {
-                // Who waits on `synced` hears it now, before this fiber opens the watch.
-                yield* Effect.yieldNow()
-              }
               return list.resourceVersion
             })
         }),

@@ -809,6 +809,19 @@ describe("SandboxWatch", () => {
       expect((yield* watch.health).synced).toBe(true)
     }))
 
+  it.scoped("synced's waiters run before the first list's log line is written", () =>
+    Effect.gen(function*() {
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
+      const listedLines = Effect.map(logs.lines, (lines) => lines.filter((line) => line.startsWith("listed ")))
+      const seenAtSynced = yield* Effect.fork(Effect.zipRight(watch.synced, listedLines))
+      yield* kube.respondList(fullList("10", sandbox("a", "7")))
+      expect(yield* Fiber.join(seenAtSynced)).toEqual([])
+      // ...and it is written all the same, once they have run.
+      yield* kube.nextWatch
+      expect(yield* listedLines).toEqual(["listed 1 Sandboxes at resourceVersion 10 (initial); 1 told; watching from there"])
+    }))
+
   it.scoped("stopping before the first list ends the loop and aborts the request", () =>
     Effect.gen(function*() {
       const { kube, stop, watch } = yield* start()
