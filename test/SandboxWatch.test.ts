@@ -819,7 +819,9 @@ describe("SandboxWatch", () => {
       expect(yield* Fiber.join(seenAtSynced)).toEqual([])
       // ...and it is written all the same, once they have run.
       yield* kube.nextWatch
-      expect(yield* listedLines).toEqual(["listed 1 Sandboxes at resourceVersion 10 (initial); 1 told; watching from there"])
+      expect(yield* listedLines).toEqual([
+        "listed 1 Sandboxes at resourceVersion 10 (initial); 1 told; watching from there"
+      ])
     }))
 
   it.scoped("stopping before the first list ends the loop and aborts the request", () =>
