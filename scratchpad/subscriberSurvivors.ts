@@ -4,7 +4,7 @@
  * `SUBS` subscribers (default 100) on the names the events go round.
  * Run: SUBS=100 node --trace-gc-nvp --import tsx scratchpad/subscriberSurvivors.ts
  * and read `new_space_survived` of the last scavenges. Seen here (Node 20, 6 s): with the mailbox
- * emptied by `clear`, 1.5–1.8 MB survived each; by `delete`, 0.7–0.9 MB
+ * emptied by `clear`, 1.5–1.8 MB survived each; by `delete`, 0.65–0.9 MB
  * (`scratchpad/mapClearSurvivors.ts` says why); with one subscriber, 0.36 MB.
  */
 import { Effect, Layer, Stream } from "effect"

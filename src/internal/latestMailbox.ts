@@ -57,7 +57,7 @@ export class LatestMailbox<K, V> {
   // `clear` leaves the entries in the old table, which for a long-lived mailbox is in the old
   // generation, and young collections then kept every value ever told through that garbage
   // (`scratchpad/mapClearSurvivors.ts`). With 100 subscribers on a watch that gets an event every
-  // 2 ms, 1.5–1.8 → 0.7–0.9 MB survived each young collection (`--trace-gc-nvp`).
+  // 2 ms, 1.5–1.8 → 0.65–0.9 MB survived each young collection (`scratchpad/subscriberSurvivors.ts`).
   private drain(): Chunk.Chunk<readonly [K, V]> {
     const drained: Array<readonly [K, V]> = []
     for (const entry of this.pending) {
