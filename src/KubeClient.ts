@@ -623,26 +623,13 @@ const makeService = (
         late = true
         body.fail(new Error("the body deadline passed"))
       })
-      return Effect.matchEffect(
-        Effect.onInterrupt(body.all, () =>
-          Effect.sync(() => {
-            deadline.clear()
-            body.discard()
-          })),
-        {
-          onFailure: (cause) => {
-            deadline.clear()
-            return Effect.fail(
-              late
-                ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
-                : bodyBroke({ method, path, server, cause, secret: sent.secret })
-            )
-          },
-          onSuccess: (bytes) => {
-            deadline.clear()
-            return Effect.succeed(bytes)
-          }
-        }
+      return Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard())).pipe(
+        Effect.mapError((cause) =>
+          late
+            ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+            : bodyBroke({ method, path, server, cause, secret: sent.secret })
+        ),
+        Effect.ensuring(Effect.sync(() => deadline.clear()))
       )
     })
 

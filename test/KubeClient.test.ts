@@ -168,6 +168,22 @@ const pendingSleep = (millis: number) =>
     (found) => found
   )
 
+/**
+ * Runs a request whose body stalls under a client with a 10 s body deadline, and returns its error:
+ * not a second early (after 9 s it is still waiting), and on time (at 10 s it has failed).
+ */
+const failsAtBodyDeadline = <A, E>(request: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(Effect.flip(request))
+    // The client's timer sleeps for the body deadline once it is armed.
+    yield* pendingSleep(10_000)
+    yield* TestClock.adjust("9 seconds")
+    yield* Effect.yieldNow()
+    expect(fiber.unsafePoll()).toBeNull()
+    yield* TestClock.adjust("1 second")
+    return yield* Fiber.join(fiber)
+  })
+
 const clientFor = (server: string, options?: KubeClient.KubeClientOptions) =>
   KubeClient.make(options).pipe(Effect.provide(KubeConfig.layerStatic({ server, token: Token })))
 
@@ -1037,13 +1053,7 @@ describe("KubeClient.watch", () => {
       })
       // Shorter than the headers' 30 s, so the client's timer sleeps for it once it is armed.
       const client = yield* clientFor(fx.url, { bodyTimeout: "10 seconds" })
-      const fiber = yield* Effect.fork(Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns" })))
-      yield* pendingSleep(10_000)
-      yield* TestClock.adjust("9 seconds")
-      yield* Effect.yieldNow()
-      expect(fiber.unsafePoll()).toBeNull()
-      yield* TestClock.adjust("1 second")
-      const error = yield* Fiber.join(fiber)
+      const error = yield* failsAtBodyDeadline(client.listAll(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error._tag).toBe("KubeTransportError")
       expect(error.message).toContain("did not arrive whole within 10s")
       yield* Effect.promise(() => fx.seen[0]!.abandoned)
@@ -1056,13 +1066,7 @@ describe("KubeClient.watch", () => {
         res.write(`{"kind":"Status","code":500,`) // and never ends
       })
       const client = yield* clientFor(fx.url, { bodyTimeout: "10 seconds" })
-      const fiber = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
-      yield* pendingSleep(10_000)
-      yield* TestClock.adjust("9 seconds")
-      yield* Effect.yieldNow()
-      expect(fiber.unsafePoll()).toBeNull()
-      yield* TestClock.adjust("1 second")
-      const error = yield* Fiber.join(fiber)
+      const error = yield* failsAtBodyDeadline(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error._tag).toBe("KubeStatusError")
       expect(error._tag === "KubeStatusError" ? error.code : undefined).toBe(500)
       yield* Effect.promise(() => fx.seen[0]!.abandoned)

@@ -28,6 +28,20 @@ const MinMove = 64
 
 const NoBase: ReadonlyMap<string, never> = new Map<string, never>()
 
+/** What `key` holds: the overlay's word when it has one (none for a removal), else the base's. */
+const lookup = <V>(
+  base: ReadonlyMap<string, V>,
+  overlay: HashMap.HashMap<string, Slot<V>>,
+  key: string
+): V | undefined => {
+  // An empty overlay (a list's first version) is not searched.
+  if (HashMap.size(overlay) > 0) {
+    const slot = HashMap.get(overlay, key)
+    if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
+  }
+  return base.get(key)
+}
+
 /**
  * The base's entries the overlay does not shadow, moved into it; what it marks removed, taken out.
  * `overlay` is a draft's, still open for writes.
@@ -57,11 +71,7 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
   }
 
   get(key: string): V | undefined {
-    if (HashMap.size(this.overlay) > 0) {
-      const slot = HashMap.get(this.overlay, key)
-      if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
-    }
-    return this.base.get(key)
+    return lookup(this.base, this.overlay, key)
   }
 
   getOption(key: string): Option.Option<V> {
@@ -107,9 +117,7 @@ export class OverlayDraft<V> {
   ) {}
 
   get(key: string): V | undefined {
-    const slot = HashMap.get(this.overlay, key)
-    if (Option.isSome(slot)) return slot.value === Removed ? undefined : slot.value
-    return this.base.get(key)
+    return lookup(this.base, this.overlay, key)
   }
 
   set(key: string, value: V): void {
