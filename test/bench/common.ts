@@ -2,7 +2,7 @@
  * What every benchmark child needs: a heap after a full collection, the server's go signal, the
  * clock, and percentiles.
  */
-import { readFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import * as Http from "node:http"
 import * as V8 from "node:v8"
 
@@ -64,10 +64,9 @@ export const percentile = (sorted: ReadonlyArray<number>, p: number): number => 
 export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string, number> => {
   const ms = samplesNs.map((ns) => ns / 1e6)
   // For a look at the series (spikes, drift): BENCH_DUMP=<file> writes every sample, in order.
+  // Written at once: the child may exit as soon as its figures are sent.
   if (process.env.BENCH_DUMP !== undefined && process.env.BENCH_DUMP !== "") {
-    void import("node:fs").then((fs) =>
-      fs.writeFileSync(process.env.BENCH_DUMP!.replace("%p", String(process.pid)), JSON.stringify(ms))
-    )
+    writeFileSync(process.env.BENCH_DUMP.replace("%p", String(process.pid)), JSON.stringify(ms))
   }
   const sorted = [...ms].sort((a, b) => a - b)
   // The second half alone: past the JIT's warm-up and the first collections after the list.
@@ -212,7 +211,6 @@ export const window = (() => {
       const { profile } = allocations
         ? await session.post("HeapProfiler.stopSampling")
         : await session.post("Profiler.stop")
-      const { writeFileSync } = await import("node:fs")
       writeFileSync(file, JSON.stringify(profile))
       session.disconnect()
       session = undefined
