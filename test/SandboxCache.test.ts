@@ -165,6 +165,26 @@ describe("sandboxCache.applyList", () => {
 })
 
 describe("sandboxCache.applyEvents", () => {
+  it("tombstones stay bounded on a watch that never lists again: its events prune back to the newest", () => {
+    // One deletion per batch, as a watch applies them, for far longer than the limit.
+    let cache = listed("1")
+    let largest = 0
+    const deletions = 3 * SandboxCache.MaxTombstones
+    for (let i = 0; i < deletions; i++) {
+      cache = events(cache, [deleted(sandbox(`s${i}`, String(100 + i)))], String(99 + i)).applied.cache
+      largest = Math.max(largest, HashMap.size(cache.tombstones))
+    }
+    expect(largest).toBe(2 * SandboxCache.MaxTombstones)
+    expect(HashMap.size(cache.tombstones)).toBeLessThanOrEqual(2 * SandboxCache.MaxTombstones)
+    expect(HashMap.has(cache.tombstones, "s0")).toBe(false)
+    // The newest deletion is still remembered: a replay of an older state of it is not a re-creation.
+    const newest = `s${deletions - 1}`
+    expect(HashMap.has(cache.tombstones, newest)).toBe(true)
+    const replay = events(cache, [added(sandbox(newest, "50"))], String(99 + deletions))
+    expect(replay.told).toEqual([])
+    expect(replay.applied.stale).toBe(1)
+  })
+
   it("2. keeps the newest resourceVersion of events and bookmarks alike", () => {
     const { applied, told } = events(listed("10"), [added(sandbox("a", "11")), bookmark("15")])
     expect(applied.resourceVersion).toBe("15")

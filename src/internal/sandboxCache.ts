@@ -44,10 +44,14 @@ export const empty: SandboxCache = {
 export type Tell = (name: string, value: Option.Option<Sandbox>) => void
 
 /**
- * Tombstones kept at most. A lagging list older than a deletion is rare (lists are quorum reads);
- * past this many, a list keeps the newest deletions.
+ * Tombstones kept. A lagging list older than a deletion is rare (lists are quorum reads); past this
+ * many, a list keeps the newest deletions. A watch may go days without a list, so its events prune
+ * too, back to this many once twice as many have gathered: one sort of 8,192 names every 4,096
+ * deletions, not one per deletion.
  */
 export const MaxTombstones = 4096
+
+const TombstonesBeforePrune = 2 * MaxTombstones
 
 const gone: Option.Option<Sandbox> = Option.none()
 
@@ -243,7 +247,12 @@ export const applyEvents = (
     }
   }
   return {
-    cache: { synced: old.synced, objects: objects.done(), unknown, tombstones },
+    cache: {
+      synced: old.synced,
+      objects: objects.done(),
+      unknown,
+      tombstones: HashMap.size(tombstones) > TombstonesBeforePrune ? pruneTombstones(tombstones) : tombstones
+    },
     resourceVersion,
     heard,
     error,
