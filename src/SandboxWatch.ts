@@ -291,7 +291,9 @@ export const make = (
       watchRestarts: 0,
       // Plain values, made `Option`s only when health is read: they are set for every chunk.
       lastHeard: undefined as number | undefined,
-      resourceVersion: undefined as string | undefined
+      resourceVersion: undefined as string | undefined,
+      /** What the cached-Sandboxes gauge was last set to: events set it only when it changes. */
+      cachedReported: -1
     }
     const annotations = { namespace: settings.namespace, labelSelector: settings.labelSelector }
 
@@ -408,7 +410,8 @@ export const make = (
               counts.lastHeard = yield* Clock.currentTimeMillis
               counts.resourceVersion = list.resourceVersion
               yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
-              yield* Metric.set(metrics.cached, applied.cache.objects.size)
+              counts.cachedReported = applied.cache.objects.size
+              yield* Metric.set(metrics.cached, counts.cachedReported)
               yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
               yield* settle(WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion }))
               if (yield* Deferred.succeed(firstList, undefined)) {
@@ -455,6 +458,11 @@ export const make = (
                 current = applied.resourceVersion
                 counts.resourceVersion = current
                 countEvents(chunk, labelsByType)
+                const cached = applied.cache.objects.size
+                if (cached !== counts.cachedReported) {
+                  counts.cachedReported = cached
+                  metrics.cached.unsafeUpdate(cached, metricLabels)
+                }
                 if (applied.heard) heard = true
                 if (applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) {
                   return Effect.void

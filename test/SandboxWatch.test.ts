@@ -944,6 +944,21 @@ describe("SandboxWatch", () => {
       expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(0)
     }))
 
+  it.scoped("the cached-Sandboxes gauge follows watch events, not only lists", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const w = yield* kube.nextWatch
+      expect((yield* Metric.value(SandboxWatch.metrics.cached)).value).toBe(1)
+      yield* w.emit(added(sandbox("b", "11")), added(sandbox("c", "12")))
+      yield* w.emit(deleted(sandbox("a", "13")))
+      yield* eventually(Effect.map(watch.health, (health) => health.cached), (cached) => cached === 2)
+      // Events after the count stopped changing leave the gauge as it was.
+      yield* w.emit(modified(sandbox("b", "14")))
+      yield* eventually(Effect.map(watch.health, (health) => health.resourceVersion), (rv) => Option.contains(rv, "14"))
+      expect((yield* Metric.value(SandboxWatch.metrics.cached)).value).toBe(2)
+    }))
+
   // Live clock: TestClock lists every idle-timeout sleep ever registered, which would make 10,000
   // rounds quadratic. Nothing here waits on time.
   it.live("10,000 reconnects leave no growth in subscribers, open watches or fibers", () =>
