@@ -93,8 +93,9 @@ export interface SandboxWatchService {
    */
   readonly changes: (name: string) => Stream.Stream<Option.Option<Sandbox>>
   /**
-   * Every name: nothing before the first list, then each cached Sandbox once, then every change.
-   * A slow reader gets the latest state of each name that changed, never a backlog.
+   * Every name: nothing before the first list, then each cached Sandbox once, then every change
+   * (gone only for a name it was told present). A slow reader gets the latest state of each name
+   * that changed, never a backlog.
    */
   readonly allChanges: Stream.Stream<SandboxChange>
   /**
@@ -305,7 +306,7 @@ export const make = (
     // outlived young collections (1.4–1.9 MB promoted per scavenge, pauses 3–5 ms; measured with
     // `BENCH_STDOUT=<file> npm run bench -- --only lat --node-flags=--trace-gc-nvp`).
     const toWake: Array<Mailbox> = []
-    const tell: SandboxCache.Tell = (name, value) => hub.tell(name, value, toWake)
+    const tell: SandboxCache.Tell = (name, value, onlyNamed) => hub.tell(name, value, toWake, onlyNamed)
     const wakeTold = <R>(applied: R): R => {
       for (let i = 0; i < toWake.length; i++) toWake[i]!.wakeReader()
       toWake.length = 0

@@ -564,6 +564,29 @@ describe("SandboxWatch", () => {
       expect([...snapshot.keys()].sort()).toEqual(["changes", "comes", "same"])
     }))
 
+  it.scoped("allChanges hears gone only for names it heard present, whoever else waits on other names", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const all = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* Effect.forkScoped(
+        Stream.runForEach(watch.allChanges, (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]))
+      )
+      // Another caller waits on a name the first list does not hold, and on one that never decodes.
+      const ghost = yield* subscribe(watch.changes("ghost"))
+      const odd = yield* subscribe(watch.changes("odd"))
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const w = yield* kube.nextWatch
+      yield* eventually(ghost.told, (t) => t.length === 1)
+      expect(yield* ghost.told).toEqual(["gone"])
+      yield* w.emit({ type: "UNDECODABLE", eventType: "ADDED", name: "odd", resourceVersion: "11", problem: "bad" })
+      yield* w.emit(deleted(sandbox("odd", "12")), deleted(sandbox("a", "13")))
+      yield* eventually(odd.told, (t) => t.length === 2)
+      expect(yield* odd.told).toEqual(["gone", "gone"])
+      yield* eventually(Ref.get(all), (a) => a.length === 2)
+      yield* settle
+      expect(yield* Ref.get(all)).toEqual(["a=a@5:Pending", "a=gone"])
+    }))
+
   // -- rule 12 -----------------------------------------------------------------------------------
 
   it.scoped("12. DELETED tells the name gone (also how a label removal arrives)", () =>

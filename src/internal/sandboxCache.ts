@@ -40,8 +40,12 @@ export const empty: SandboxCache = {
   tombstones: HashMap.empty()
 }
 
-/** Tells one name's new state: the Sandbox, or none for gone. */
-export type Tell = (name: string, value: Option.Option<Sandbox>) => void
+/**
+ * Tells one name's new state: the Sandbox, or none for gone. `onlyNamed`: the news is for those who
+ * subscribed to that name, not for whole-namespace subscribers, who never heard of it as present
+ * (a waited-on name the first list does not hold, a name only ever unknown): to them it is no change.
+ */
+export type Tell = (name: string, value: Option.Option<Sandbox>, onlyNamed?: boolean) => void
 
 /**
  * Tombstones kept. A lagging list older than a deletion is rare (lists are quorum reads); past this
@@ -130,7 +134,7 @@ export const applyList = (
   for (const name of old.unknown) {
     if (!undecodable.has(name) && !objects.has(name)) {
       told++
-      tell(name, gone)
+      tell(name, gone, true)
     }
   }
   const cache: SandboxCache = {
@@ -145,7 +149,7 @@ export const applyList = (
     for (const name of Array.from(waitedOn)) {
       if (!cache.objects.has(name) && !HashSet.has(cache.unknown, name)) {
         told++
-        tell(name, gone)
+        tell(name, gone, true)
       }
     }
   }
@@ -199,10 +203,11 @@ export const applyEvents = (
     return Option.isSome(deletedAt) && notNewer(eventVersion, deletedAt.value)
   }
   const remove = (name: string, deletedAt: string) => {
+    const wasPresent = objects.get(name) !== undefined
     objects.remove(name)
     if (deletedAt !== "") tombstones = HashMap.set(tombstones, name, deletedAt)
     if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
-    tell(name, gone)
+    tell(name, gone, !wasPresent)
   }
   for (const event of events) {
     if (event.type === "ERROR") {

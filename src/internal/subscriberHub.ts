@@ -23,16 +23,16 @@ export class SubscriberHub<V> {
   }
 
   /**
-   * Puts `value` in every mailbox of `name` and of every name, and adds the ones whose reader waits
-   * to `woken`, not waking them: the caller wakes them (`wakeReader`) once its step is over. What is
-   * told is in every mailbox when this returns.
+   * Puts `value` in every mailbox of `name` and, unless `onlyNamed`, of every name, and adds the ones
+   * whose reader waits to `woken`, not waking them: the caller wakes them (`wakeReader`) once its
+   * step is over. What is told is in every mailbox when this returns.
    */
-  tell(name: string, value: V, woken: Array<LatestMailbox<string, V>>): void {
+  tell(name: string, value: V, woken: Array<LatestMailbox<string, V>>, onlyNamed = false): void {
     const subscribers = this.byName.get(name)
     if (subscribers !== undefined) {
       for (const mailbox of subscribers) if (mailbox.store(name, value)) woken.push(mailbox)
     }
-    if (this.everyName.size > 0) {
+    if (!onlyNamed && this.everyName.size > 0) {
       for (const mailbox of this.everyName) if (mailbox.store(name, value)) woken.push(mailbox)
     }
   }
