@@ -231,6 +231,35 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
 }
 
 /**
+ * What is wrong with `settings`, in words; none when nothing is. Each of these would make the loop
+ * spin or ask the server for nonsense: a zero floor retries at once for ever, a zero timeout makes
+ * every silent close look like a full term (resumed with no pause), a zero page size asks for
+ * nothing per page.
+ */
+const problemsOf = (settings: Settings): Array<string> => {
+  const problems: Array<string> = []
+  const positiveWhole = (name: string, value: number) => {
+    if (!Number.isInteger(value) || value < 1) {
+      problems.push(`${name} must be a whole number of at least 1, got ${value}`)
+    }
+  }
+  positiveWhole("timeoutSeconds", settings.timeoutSeconds)
+  positiveWhole("pageSize", settings.pageSize)
+  if (!Duration.greaterThan(settings.floor, Duration.zero)) {
+    problems.push(
+      `backoffFloor must be longer than zero (every retry waits at least this), got ${Duration.format(settings.floor)}`
+    )
+  }
+  if (Duration.lessThan(settings.cap, settings.floor)) {
+    problems.push(
+      `backoffCap (${Duration.format(settings.cap)}) must be at least backoffFloor (${Duration.format(settings.floor)})`
+    )
+  }
+  if (!Duration.isFinite(settings.idleLimit)) problems.push("idleMargin must be finite")
+  return problems
+}
+
+/**
  * Runs `apply` on every chunk of an opened watch (`KubeClient.openWatch`) until it ends, in a scope
  * of its own. A pull loop rather than `Stream.runForEachChunk`, which costs some 2.5 KB more per
  * chunk (`scratchpad/allocations.ts`): at 1,000 events a second every event is its own chunk, and
@@ -277,6 +306,11 @@ export const make = (
   Effect.gen(function*() {
     const client = yield* KubeClient
     const settings = settingsOf(options)
+    const problems = problemsOf(settings)
+    if (problems.length > 0) {
+      // A mistake in the caller's code, not something the cluster did: the Layer fails to build.
+      return yield* Effect.dieMessage(`SandboxWatch options: ${problems.join("; ")}`)
+    }
     const cache = yield* SubscriptionRef.make<SandboxCache.SandboxCache>(SandboxCache.empty)
     // Done once the first list is in the cache. Not a wait on the cache's `changes`: that stream's
     // subscription and channel stages, running for the first time, stood between `Layer.build`

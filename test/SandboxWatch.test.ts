@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import {
+  Cause,
   Chunk,
   Duration,
   Effect,
@@ -569,7 +570,10 @@ describe("SandboxWatch", () => {
       const { kube, watch } = yield* start()
       const all = yield* Ref.make<ReadonlyArray<string>>([])
       yield* Effect.forkScoped(
-        Stream.runForEach(watch.allChanges, (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]))
+        Stream.runForEach(
+          watch.allChanges,
+          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
+        )
       )
       // Another caller waits on a name the first list does not hold, and on one that never decodes.
       const ghost = yield* subscribe(watch.changes("ghost"))
@@ -965,6 +969,27 @@ describe("SandboxWatch", () => {
       expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(1)
       yield* Fiber.interrupt(subscribed.fiber)
       expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(0)
+    }))
+
+  it.scoped("options that would make the loop spin fail the build, each problem named", () =>
+    Effect.gen(function*() {
+      const kube = yield* makeScriptedKubeClient
+      const build = (options: Partial<SandboxWatch.SandboxWatchOptions>) =>
+        Effect.scoped(SandboxWatch.make({ namespace: "ns", ...options })).pipe(
+          Effect.provide(kube.layer),
+          Effect.exit,
+          Effect.map((exit) => (Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "built"))
+        )
+      const bad = yield* build({ timeoutSeconds: 0, pageSize: 2.5, backoffFloor: 0, backoffCap: "1 second" })
+      expect(bad).toContain("timeoutSeconds must be a whole number of at least 1, got 0")
+      expect(bad).toContain("pageSize must be a whole number of at least 1, got 2.5")
+      expect(bad).toContain("backoffFloor must be longer than zero")
+      expect(yield* build({ backoffFloor: "2 seconds", backoffCap: "1 second" })).toContain(
+        "backoffCap (1s) must be at least backoffFloor (2s)"
+      )
+      // Nothing was asked of the server by a watch that did not build.
+      expect(yield* listCalls(kube)).toEqual([])
+      expect(yield* build({ timeoutSeconds: 1, pageSize: 1, backoffFloor: "1 millis" })).toBe("built")
     }))
 
   it.scoped("the cached-Sandboxes gauge follows watch events, not only lists", () =>
