@@ -208,4 +208,16 @@ describe("cutsFor", () => {
     expect(schemaReads(Reads.ast, "managedFields")).toBe(true)
     expect(cutsFor(Reads)).toBe(false)
   })
+
+  it("does not cut for a schema that keeps any part as it came: that part may hold the field", () => {
+    const keeps = [
+      Schema.Struct({ metadata: ObjectMeta, spec: Schema.Unknown }),
+      Schema.Struct({ metadata: ObjectMeta, spec: Schema.Record({ key: Schema.String, value: Schema.Unknown }) }),
+      Schema.Struct({ metadata: ObjectMeta, spec: Schema.optional(Schema.Object) }),
+      Schema.Struct({ metadata: ObjectMeta, items: Schema.Array(Schema.Any) })
+    ]
+    for (const schema of keeps) expect(cutsFor(schema)).toBe(false)
+    // The Sandbox keeps nothing as it came: its texts are still cut.
+    expect(cutsFor(Sandbox)).toBe(true)
+  })
 })

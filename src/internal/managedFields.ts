@@ -145,7 +145,9 @@ const cutAtBytes = (
 
 /**
  * Whether a schema reads a property named `name` anywhere: a schema that reads `managedFields`
- * must get it, so its texts are not cut.
+ * must get it, so its texts are not cut. One that keeps any part as it came (`Unknown`, `Any`,
+ * `object`, a record of those) may hold a field of that name anywhere in that part (an embedded
+ * object's metadata, a custom resource's own field), so it counts as reading it.
  */
 export const schemaReads = (ast: SchemaAST.AST, name: string): boolean => {
   const seen = new Set<SchemaAST.AST>()
@@ -166,6 +168,12 @@ export const schemaReads = (ast: SchemaAST.AST, name: string): boolean => {
         return visit(node.from) || visit(node.to)
       case "Suspend":
         return visit(node.f())
+      case "Declaration":
+        return node.typeParameters.some(visit)
+      case "UnknownKeyword":
+      case "AnyKeyword":
+      case "ObjectKeyword":
+        return true
       default:
         return false
     }
