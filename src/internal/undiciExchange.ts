@@ -156,7 +156,9 @@ export class BodyReader {
       notify()
     })
     stream.once("error", (error: unknown) => {
-      this.failure = error
+      // The first failure is the one to report: a limit that passed (`fail`) destroys the stream,
+      // and undici then reports its own abort, which says less.
+      if (this.failure === undefined) this.failure = error
       notify()
     })
     stream.once("close", () => {
@@ -180,20 +182,31 @@ export class BodyReader {
     if (this.attempt(resume)) return
     this.waiting = resume
     // No canceller: `Effect.async` wraps one in an interrupt handler on every wait (a third of
-    // what a wait runs). A read is only interrupted when its watch or request is abandoned, and
-    // that discards the body; a resume that still comes reaches a fiber that no longer listens.
+    // what a wait runs). A waiting read is woken with `readNow`, not with bytes: woken after it was
+    // interrupted (a caller that gave up on one read and will read again), it never runs, so the
+    // bytes stay in the stream for the next read instead of going to a fiber no longer listening.
+  })
+
+  /** Reads what is there when the woken read runs; waits again if that is nothing. */
+  private readonly readNow: Effect.Effect<Buffer | null, unknown> = Effect.suspend(() => {
+    let bytes: Buffer | null | undefined
+    try {
+      bytes = this.poll()
+    } catch (error) {
+      return Effect.fail(error)
+    }
+    return bytes === undefined ? this.next : Effect.succeed(bytes)
   })
 
   /** The read that waits for the body to say something (readable, ended, failed or closed), if one does. */
   private waiting: ((effect: Effect.Effect<Buffer | null, unknown>) => void) | undefined = undefined
 
-  /** Tries the waiting read again; it goes on waiting when there is still nothing to give it. */
+  /** Wakes the waiting read, which reads when it runs (`readNow`). */
   private retry(): void {
     const resume = this.waiting
     if (resume === undefined) return
-    // Cleared while it runs, so a notice that came from inside the read cannot resume it twice.
     this.waiting = undefined
-    if (!this.attempt(resume)) this.waiting = resume
+    resume(this.readNow)
   }
 
   /** Resumes the read with what is there (bytes, the end, or the body's error) and says whether it did. */
