@@ -60,6 +60,12 @@ describe("LineSplitter", () => {
 
   it("skips a byte-order mark at the start of the body only, and replaces invalid UTF-8 as a decoder does", () => {
     expect(split(1024, [bytes("\uFEFFa\n\uFEFFb\n")]).lines).toEqual(["a", "\uFEFFb"])
+    // The mark split across the first chunks, or the first line never ended.
+    const marked = bytes("\uFEFF{\"a\":1}\n{\"b\":2}\n")
+    for (let cut = 1; cut <= 3; cut++) {
+      expect(split(1024, [marked.subarray(0, cut), marked.subarray(cut)]).lines).toEqual(["{\"a\":1}", "{\"b\":2}"])
+    }
+    expect(split(1024, [bytes("\uFEFF"), bytes("x")]).rest).toBe("x")
     const invalid = Uint8Array.of(0x61, 0xff, 0x62, 0x0a)
     expect(split(1024, [invalid]).lines).toEqual([new TextDecoder().decode(invalid.subarray(0, 3))])
   })

@@ -55,7 +55,7 @@ export class LineSplitter {
   push(bytes: Uint8Array, onLine: (line: string) => boolean): PushResult {
     const buffer = asBuffer(bytes)
     const max = this.maxLineBytes
-    let start = this.skipByteOrderMark(buffer)
+    let start = 0
     // 0x0A never occurs inside a multi-byte UTF-8 sequence, so byte newlines are text newlines and
     // every complete line is whole characters.
     let newline = buffer.indexOf(NEWLINE, start)
@@ -63,7 +63,7 @@ export class LineSplitter {
       if (this.pendingBytes + newline - start > max) return this.fail()
       this.pending.push(buffer.subarray(start, newline))
       const joined = Buffer.concat(this.pending)
-      const line = this.decode(joined, 0, joined.length)
+      const line = this.decode(joined, this.textStart(joined, 0, joined.length), joined.length)
       this.pending = []
       this.pendingBytes = 0
       if (!onLine(line)) return this.stop()
@@ -72,7 +72,7 @@ export class LineSplitter {
     }
     while (newline !== -1) {
       if (newline - start > max) return this.fail()
-      if (!onLine(this.decode(buffer, start, newline))) return this.stop()
+      if (!onLine(this.decode(buffer, this.textStart(buffer, start, newline), newline))) return this.stop()
       start = newline + 1
       newline = buffer.indexOf(NEWLINE, start)
     }
@@ -88,15 +88,24 @@ export class LineSplitter {
   /** The body ended: whatever followed the last `\n` (`""` when the body ended on a newline). */
   end(): string {
     const joined = this.pending.length === 0 ? undefined : Buffer.concat(this.pending)
-    const rest = joined === undefined ? "" : this.decode(joined, 0, joined.length)
+    const rest = joined === undefined
+      ? ""
+      : this.decode(joined, this.textStart(joined, 0, joined.length), joined.length)
     this.reset()
     return rest
   }
 
-  private skipByteOrderMark(buffer: Buffer): number {
-    if (!this.atStart || buffer.length === 0) return 0
+  /**
+   * Where the text of a complete line `[start, end)` begins: past a byte-order mark on the body's
+   * first line. Looked for in the whole line, not in the first chunk, which may hold only part of
+   * the mark.
+   */
+  private textStart(buffer: Buffer, start: number, end: number): number {
+    if (!this.atStart) return start
     this.atStart = false
-    return buffer.length >= 3 && buffer[0] === 0xef && buffer[1] === 0xbb && buffer[2] === 0xbf ? 3 : 0
+    return end - start >= 3 && buffer[start] === 0xef && buffer[start + 1] === 0xbb && buffer[start + 2] === 0xbf
+      ? start + 3
+      : start
   }
 
   private fail(): PushResult {
