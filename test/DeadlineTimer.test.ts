@@ -58,6 +58,22 @@ describe("DeadlineTimer", () => {
       expect(fired).toEqual([["short", 6_000], ["long", 60_000]])
     }))
 
+  it.scoped("a shorter deadline armed while the timer is between looking and sleeping still fires on time", () =>
+    Effect.gen(function*() {
+      // The timer's fiber, woken by the long deadline, sets when it looks next and then starts its
+      // sleep; whichever fiber runs in between must not go unnoticed. Tried at every point.
+      for (let yields = 0; yields <= 6; yields++) {
+        const { arm, fired } = yield* started
+        const startedAt = yield* TestClock.currentTimeMillis
+        arm("long", 60_000)
+        for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+        arm("short", 5_000)
+        yield* TestClock.adjust("5 seconds")
+        expect([yields, fired]).toEqual([yields, [["short", startedAt + 5_000]]])
+        yield* TestClock.adjust("1 minute")
+      }
+    }))
+
   it.scoped("a deadline armed while its lane is empty still fires on time", () =>
     Effect.gen(function*() {
       const { arm, fired } = yield* started

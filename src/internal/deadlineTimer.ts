@@ -74,6 +74,11 @@ export class DeadlineTimer {
   /** When the fiber looks next (epoch ms; Infinity while it waits for a first deadline). */
   private looksAt = Number.POSITIVE_INFINITY
   private wakeEarly: (() => void) | undefined = undefined
+  /**
+   * A wake asked for before the fiber's wait began: it sets when it looks next, then starts its
+   * sleep a few steps later, and a deadline armed in between has no `wakeEarly` to call.
+   */
+  private wakeAsked = false
 
   constructor(private readonly clock: Clock.Clock) {}
 
@@ -107,9 +112,11 @@ export class DeadlineTimer {
     const entry = new Entry(lane, this.clock.unsafeCurrentTimeMillis() + millis, expire)
     lane.insert(entry)
     if (entry.at < this.looksAt) {
+      this.looksAt = entry.at
       const wake = this.wakeEarly
       this.wakeEarly = undefined
-      wake?.()
+      if (wake === undefined) this.wakeAsked = true
+      else wake()
     }
     return entry
   }
@@ -135,6 +142,10 @@ export class DeadlineTimer {
   }
 
   private readonly woken: Effect.Effect<void> = Effect.async<void>((resume) => {
+    if (this.wakeAsked) {
+      this.wakeAsked = false
+      return resume(Effect.void)
+    }
     this.wakeEarly = () => resume(Effect.void)
     return Effect.sync(() => {
       this.wakeEarly = undefined
@@ -143,6 +154,8 @@ export class DeadlineTimer {
 
   /** The timer's fiber: run it (forked) for as long as deadlines may be armed. */
   readonly run: Effect.Effect<never> = Effect.forever(Effect.suspend(() => {
+    // Every deadline armed so far is seen by this look.
+    this.wakeAsked = false
     const now = this.clock.unsafeCurrentTimeMillis()
     const next = this.fireDue(now)
     this.looksAt = next
