@@ -72,7 +72,8 @@ export interface WatchOptions {
   readonly resourceVersionMatch?: "NotOlderThan"
   /**
    * Silence (no bytes at all, not even a bookmark) longer than this fails the watch with
-   * `KubeWatchIdleError` and closes its connection. Absent: the watch may be silent for ever (its
+   * `KubeWatchIdleError` and closes its connection. Bytes that arrived while the reader was busy
+   * elsewhere are not silence, however long they wait to be read. Absent: the watch may be silent for ever (its
    * silence is the caller's to judge). A server closes a watch after `timeoutSeconds` and sends
    * bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
    */
@@ -799,16 +800,21 @@ const makeService = (
     const opened = (sent: Sent, scope: Scope.Scope): Effect.Effect<WatchPull<A>> => {
       const body = sent.answer.body
       // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
-      const silence = idleMillis === undefined ? undefined : timer.armSilence(idleMillis, () =>
-        body.fail(
-          new KubeWatchIdleError({
-            path,
-            idleMillis,
-            message: `the watch GET ${path} to ${server} sent nothing for ${
-              Duration.format(idleMillis)
-            } (its idleTimeout); the connection was taken for dead and closed`
-          })
-        ))
+      // Bytes that arrived and wait for a slow reader are not silence (`body.unread`).
+      const silence = idleMillis === undefined ? undefined : timer.armSilence(
+        idleMillis,
+        () =>
+          body.fail(
+            new KubeWatchIdleError({
+              path,
+              idleMillis,
+              message: `the watch GET ${path} to ${server} sent nothing for ${
+                Duration.format(idleMillis)
+              } (its idleTimeout); the connection was taken for dead and closed`
+            })
+          ),
+        () => body.unread
+      )
       const read = Effect.mapBoth(body.next, {
         onFailure: (cause) =>
           cause instanceof KubeWatchIdleError

@@ -103,6 +103,26 @@ describe("DeadlineTimer", () => {
       expect(fired).toEqual([["untouched", 60_000], ["quiet", 165_000]])
     }))
 
+  it.scoped("a silence limit with something pending that was not taken yet starts its silence again", () =>
+    Effect.gen(function*() {
+      const clock = yield* Effect.clock
+      const timer = new DeadlineTimer(clock)
+      yield* Effect.forkScoped(timer.run)
+      yield* Effect.yieldNow()
+      const fired: Array<number> = []
+      let pending = true
+      timer.armSilence(10_000, () => fired.push(clock.unsafeCurrentTimeMillis()), () => pending)
+      // The reader is busy: what arrived waits unread, so the sender is not silent.
+      yield* TestClock.adjust("25 seconds")
+      expect(fired).toEqual([])
+      pending = false
+      // Silence counts from the last look that found something pending (20 s).
+      yield* TestClock.adjust("4999 millis")
+      expect(fired).toEqual([])
+      yield* TestClock.adjust("1 millis")
+      expect(fired).toEqual([30_000])
+    }))
+
   it.scoped("a cleared silence limit never fires, touched or not", () =>
     Effect.gen(function*() {
       const { armSilence, fired } = yield* started

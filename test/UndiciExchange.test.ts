@@ -49,6 +49,16 @@ describe("BodyReader", () => {
       expect(Option.map(got, Exit.map(text))).toEqual(Option.some(Exit.succeed("2")))
     }))
 
+  it.effect("says whether bytes arrived that no read has taken", () =>
+    Effect.gen(function*() {
+      const { reader, stream } = body()
+      expect(reader.unread).toBe(false)
+      stream.push(Buffer.from("waiting"))
+      expect(reader.unread).toBe(true)
+      expect(text(yield* reader.next)).toBe("waiting")
+      expect(reader.unread).toBe(false)
+    }))
+
   it.effect("a limit's failure is what later reads report, not the abort the stream reports after it", () =>
     Effect.gen(function*() {
       const { reader, stream } = body()

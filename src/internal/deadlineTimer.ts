@@ -36,6 +36,8 @@ class Entry {
   linked = true
   /** For a silence limit: when something last arrived (epoch ms); undefined for a plain deadline. */
   lastActivity: number | undefined = undefined
+  /** For a silence limit: whether something is there that nobody has taken yet (not silence). */
+  pending: (() => boolean) | undefined = undefined
   constructor(readonly lane: Lane, public at: number, readonly expire: () => void) {}
 }
 
@@ -91,10 +93,13 @@ export class DeadlineTimer {
   /**
    * Calls `expire` once silence has lasted `millis`: from now, or from the last `touch`. A touch
    * only notes the time (a watch touches on every read); the entry moves when its turn comes.
+   * `pending`, asked when the silence is due, says whether something arrived that was not taken
+   * yet: then it is the reader that is slow, not the sender silent, and the silence starts again.
    */
-  armSilence(millis: number, expire: () => void): SilenceLimit {
+  armSilence(millis: number, expire: () => void, pending?: () => boolean): SilenceLimit {
     const entry = this.add(millis, expire)
     entry.lastActivity = entry.at - millis
+    entry.pending = pending
     return {
       clear: () => entry.lane.unlink(entry),
       touch: () => {
@@ -127,6 +132,7 @@ export class DeadlineTimer {
     for (const lane of this.lanes.values()) {
       for (let entry = lane.head; entry !== undefined && entry.at <= now; entry = lane.head) {
         lane.unlink(entry)
+        if (entry.pending?.() === true) entry.lastActivity = now
         if (entry.lastActivity !== undefined && entry.lastActivity + lane.millis > now) {
           // Touched since it was queued: not silent for long enough yet. Back in line, by its new time.
           entry.at = entry.lastActivity + lane.millis

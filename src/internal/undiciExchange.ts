@@ -223,6 +223,11 @@ export class BodyReader {
     return true
   }
 
+  /** Bytes arrived that no read has taken yet. */
+  get unread(): boolean {
+    return this.stream.readableLength > 0
+  }
+
   /** The whole body, in one Buffer. */
   readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => {
     const parts: Array<Buffer> = []
