@@ -637,20 +637,36 @@ export const make = (
         )
       )
 
-    const loop = Stream.repeatEffect(nextHealthyRound).pipe(
-      Stream.retry(retryPolicy),
-      Stream.runDrain,
-      Effect.catchAllCause((cause) =>
-        // Nothing the cluster does ends the loop; only a defect in our own code could get here.
-        Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logError("the Sandbox watch loop died", cause)
-      ),
-      Effect.annotateLogs(annotations)
-    )
-    yield* Effect.forkScoped(loop)
+    const rounds = Stream.repeatEffect(nextHealthyRound).pipe(Stream.retry(retryPolicy), Stream.runDrain)
+
+    /**
+     * Nothing the cluster does ends the rounds; only a defect in our own code can. Then the machine
+     * says what comes next (a list, after the longest pause) and the rounds start again: a loop that
+     * stopped for good would leave every subscriber waiting for news that never comes, while the
+     * cache still answered as if synced.
+     */
+    const loop: Effect.Effect<void> = Effect.catchAllCause(rounds, (cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.gen(function*() {
+        const settled = yield* Effect.either(settle(WatchMachine.RoundEnd.Defect()))
+        failureAfterYield = undefined
+        if (Either.isLeft(settled)) {
+          const { transition } = settled.left
+          const delay = yield* delayOf(transition.pause, settings.cap)
+          yield* Effect.logError(
+            `${transition.message}; ${WatchMachine.describeNext(transition.next)} in ${Duration.format(delay)}`,
+            cause
+          ).pipe(Effect.annotateLogs({ reason: "defect" }))
+          yield* Effect.sleep(delay)
+        }
+        return yield* loop
+      }))
+    yield* Effect.forkScoped(Effect.annotateLogs(loop, annotations))
 
     // -- what subscribers see -----------------------------------------------------------------
 
-    const updateSubscriberGauge = Effect.suspend(() => Metric.set(metrics.subscribers, hub.subscribers))
+    const updateSubscriberGauge = Effect.suspend(() =>
+      Metric.set(metrics.subscribers, hub.subscribers)
+    )
 
     type Mailbox = LatestMailbox<string, Option.Option<Sandbox>>
 

@@ -971,6 +971,35 @@ describe("SandboxWatch", () => {
       expect((yield* Metric.value(SandboxWatch.metrics.subscribers)).value).toBe(0)
     }))
 
+  it.scoped("a defect in the loop's own code stops nothing for good: the cache is kept, and after the cap it lists again", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(modified(sandbox("a", "11")))
+      yield* eventually(a.told, (t) => t.length === 2)
+      yield* w.die("a bug under the watch")
+      yield* settle
+      // Unknown is never loss: nobody is told anything, the cache still answers.
+      expect(yield* a.told).toEqual(["a@5:Pending", "a@11:Pending"])
+      expect(Option.map(yield* watch.get("a"), (s) => s.metadata.resourceVersion)).toEqual(Option.some("11"))
+      expect((yield* watch.health).watchRestarts).toBe(1)
+      // The longest pause first (the default cap, 30 s), then a list.
+      expect(yield* listCalls(kube)).toHaveLength(1)
+      yield* TestClock.adjust("29 seconds")
+      yield* settle
+      expect(yield* listCalls(kube)).toHaveLength(1)
+      yield* TestClock.adjust("1 second")
+      yield* eventually(listCalls(kube), (calls) => calls.length === 2)
+      yield* kube.respondList(fullList("20", sandbox("a", "12", "Ready")))
+      const again = yield* kube.nextWatch
+      expect(again.options.resourceVersion).toBe("20")
+      yield* eventually(a.told, (t) => t.length === 3)
+      expect((yield* a.told)[2]).toBe("a@12:Ready")
+      expect((yield* watch.health).relists).toBe(1)
+    }))
+
   it.scoped("options that would make the loop spin fail the build, each problem named", () =>
     Effect.gen(function*() {
       const kube = yield* makeScriptedKubeClient

@@ -287,6 +287,14 @@ const rows: ReadonlyArray<Row> = [
     restart: "line-too-long"
   },
   {
+    rule: "a defect in the loop's own code: list again, after the cap, whatever the state",
+    from: watching("12"),
+    end: End.Defect(),
+    next: "list(defect)",
+    pause: "retry-after 30000ms",
+    restart: "defect"
+  },
+  {
     rule: "15. any other end forgets the strike",
     from: watching("12", "12"),
     end: End.Closed({ resourceVersion: "12", heard: true, ranMillis: 1_000 }),

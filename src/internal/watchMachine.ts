@@ -55,7 +55,13 @@ import type { Status } from "../KubeStatus.ts"
 // ---------------------------------------------------------------------------------------------
 
 /** Why a list is needed; also the `reason` label of the re-list metric. */
-export type ListReason = "initial" | "expired" | "error-event" | "too-large-resource-version" | "line-too-long"
+export type ListReason =
+  | "initial"
+  | "expired"
+  | "error-event"
+  | "too-large-resource-version"
+  | "line-too-long"
+  | "defect"
 
 export type WatchState = Data.TaggedEnum<{
   /**
@@ -118,6 +124,8 @@ export type RoundEnd = Data.TaggedEnum<{
   Idle: { readonly resourceVersion: string }
   /** The server closed the watch after `ranMillis`. */
   Closed: { readonly resourceVersion: string; readonly heard: boolean; readonly ranMillis: number }
+  /** A defect in the loop's own code stopped it: nothing the cluster said. */
+  Defect: {}
 }>
 
 export const RoundEnd = Data.taggedEnum<RoundEnd>()
@@ -175,6 +183,16 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
       }
     case "Closed":
       return ofClose(end, settings)
+    case "Defect":
+      // Whatever the loop was doing is not to be trusted: start again from a list, after the
+      // longest pause (a defect that comes back at once must not spin).
+      return {
+        next: relist("defect"),
+        pause: Pause.RetryAfter({ delay: settings.cap }),
+        restart: "defect",
+        message: "a defect in sandbox-watch's own code stopped the watch loop (a bug: please report it with " +
+          "this log line); the cache is kept as it was"
+      }
   }
 }
 

@@ -20,6 +20,8 @@ export interface WatchHandle {
   readonly end: Effect.Effect<void>
   /** True once the consumer stopped reading (the request was aborted). */
   readonly aborted: Effect.Effect<boolean>
+  /** The watch's stream dies: a defect, as a bug in the code under it would raise. */
+  readonly die: (message: string) => Effect.Effect<void>
 }
 
 export type Call = { readonly verb: "list"; readonly options: ListOptions } | {
@@ -65,7 +67,8 @@ export const makeScriptedKubeClient: Effect.Effect<ScriptedKubeClient> = Effect.
           emit: (...events) => Queue.offer(takes, Take.chunk(Chunk.fromIterable(events))),
           fail: (error) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.fail(error)))),
           end: Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.end))),
-          aborted: Ref.get(aborted)
+          aborted: Ref.get(aborted),
+          die: (message) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.dieMessage(message))))
         })
         const events = Stream.fromQueue(takes).pipe(Stream.flattenTake)
         // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock).
