@@ -643,10 +643,11 @@ export const make = (
      * Nothing the cluster does ends the rounds; only a defect in our own code can. Then the machine
      * says what comes next (a list, after the longest pause) and the rounds start again: a loop that
      * stopped for good would leave every subscriber waiting for news that never comes, while the
-     * cache still answered as if synced.
+     * cache still answered as if synced. (A loop of attempts, not a restart nested in the handler:
+     * each defect would keep a frame for ever.)
      */
-    const loop: Effect.Effect<void> = Effect.catchAllCause(rounds, (cause) =>
-      Cause.isInterruptedOnly(cause) ? Effect.void : Effect.gen(function*() {
+    const afterDefect = (cause: Cause.Cause<RoundFailure>): Effect.Effect<void> =>
+      Effect.gen(function*() {
         const settled = yield* Effect.either(settle(WatchMachine.RoundEnd.Defect()))
         failureAfterYield = undefined
         if (Either.isLeft(settled)) {
@@ -658,8 +659,11 @@ export const make = (
           ).pipe(Effect.annotateLogs({ reason: "defect" }))
           yield* Effect.sleep(delay)
         }
-        return yield* loop
-      }))
+      })
+    const loop = Effect.forever(
+      Effect.catchAllCause(rounds, (cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : afterDefect(cause))
+    )
     yield* Effect.forkScoped(Effect.annotateLogs(loop, annotations))
 
     // -- what subscribers see -----------------------------------------------------------------

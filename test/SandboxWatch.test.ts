@@ -998,6 +998,15 @@ describe("SandboxWatch", () => {
       yield* eventually(a.told, (t) => t.length === 3)
       expect((yield* a.told)[2]).toBe("a@12:Ready")
       expect((yield* watch.health).relists).toBe(1)
+      // And again: each defect is one more attempt, not the end.
+      yield* again.die("the same bug")
+      yield* settle
+      yield* TestClock.adjust("30 seconds")
+      yield* eventually(listCalls(kube), (calls) => calls.length === 3)
+      yield* kube.respondList(fullList("30", sandbox("a", "12", "Ready")))
+      yield* kube.nextWatch
+      expect((yield* watch.health).watchRestarts).toBe(2)
+      expect(yield* a.told).toHaveLength(3)
     }))
 
   it.scoped("options that would make the loop spin fail the build, each problem named", () =>
