@@ -73,9 +73,9 @@ export interface WatchOptions {
   /**
    * Silence (no bytes at all, not even a bookmark) longer than this fails the watch with
    * `KubeWatchIdleError` and closes its connection. Bytes that arrived while the reader was busy
-   * elsewhere are not silence, however long they wait to be read. Absent: the watch may be silent for ever (its
-   * silence is the caller's to judge). A server closes a watch after `timeoutSeconds` and sends
-   * bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
+   * elsewhere are not silence, however long they wait to be read. Absent: the watch may be silent
+   * for ever (its silence is the caller's to judge). A server closes a watch after `timeoutSeconds`
+   * and sends bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
    */
   readonly idleTimeout?: Duration.DurationInput
 }
