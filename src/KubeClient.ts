@@ -533,13 +533,19 @@ const makeService = (
   const bodyMillis = Duration.toMillis(bodyTimeout)
 
   /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
-  const send = (
+  /**
+   * Sends a request and hands a 2xx answer to `use`, uninterruptibly: `use` must take the body at
+   * once (so an interrupt can never leave a connection holding an unread body) and wait only in
+   * interruptible reads.
+   */
+  const send = <A, R>(
     method: HttpMethod,
     path: string,
-    body?: { readonly text: string; readonly contentType: string },
+    body: { readonly text: string; readonly contentType: string } | undefined,
     /** The span the request belongs to; by default the current one. */
-    parent?: Tracer.AnySpan
-  ): Effect.Effect<Sent, KubeClientError> =>
+    parent: Tracer.AnySpan | undefined,
+    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>
+  ): Effect.Effect<A, KubeClientError, R> =>
     Effect.flatMap(
       // Nested, not `Effect.zip` (which runs as a `forEach`): a watch resume sends one of these.
       Effect.flatMap(
@@ -571,17 +577,21 @@ const makeService = (
         if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
         if (body !== undefined) headers["content-type"] = body.contentType
         const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
-        return sendOn(dispatcher, target, outgoing, headersLimit).pipe(
-          Effect.mapError((cause) =>
-            cause instanceof HeadersDeadlinePassed
-              ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
-              : requestFailed({ method, path, server, cause, secret })
-          ),
-          Effect.flatMap((answer) =>
+        const sent = Effect.mapError(sendOn(dispatcher, target, outgoing, headersLimit), (cause) =>
+          cause instanceof HeadersDeadlinePassed
+            ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
+            : requestFailed({ method, path, server, cause, secret }))
+        // The answer is handed over uninterruptibly, so no interrupt falls between its arrival and
+        // whoever takes its body: `use` takes it at once (a watch's scope finalizer, or `readBody`,
+        // which discards it when interrupted and reads interruptibly). The gap closed is two or
+        // three runtime steps, where a fiber yields only when its op budget runs out. A guard of its
+        // own around `use` cost a watch resume 14 runtime instructions (`npx tsx
+        // scratchpad/effectOps.ts`: 202 → 216); this costs 3 (→ 205).
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(restore(sent), (answer) =>
             answer.status >= 200 && answer.status < 300
-              ? Effect.succeed<Sent>({ answer, secret })
-              : failWithStatus(method, path, answer, secret)
-          )
+              ? use({ answer, secret })
+              : failWithStatus(method, path, answer, secret))
         )
       }
     )
@@ -624,7 +634,8 @@ const makeService = (
         late = true
         body.fail(new Error("the body deadline passed"))
       })
-      return Effect.onInterrupt(body.all, () => Effect.sync(() => body.discard())).pipe(
+      // Interruptible even when `send` hands the answer over uninterruptibly: a read may stall.
+      return Effect.onInterrupt(Effect.interruptible(body.all), () => Effect.sync(() => body.discard())).pipe(
         Effect.mapError((cause) =>
           late
             ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
@@ -645,28 +656,34 @@ const makeService = (
     contentType = "application/json"
   ): Effect.Effect<unknown, KubeClientError> =>
     Effect.suspend(() =>
-      send(method, path, body === undefined ? undefined : { text: JSON.stringify(body), contentType })
-    ).pipe(
-      Effect.flatMap((sent) =>
-        Effect.flatMap(readText(method, path, sent), (text) =>
-          Effect.try({
-            try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
-            catch: () =>
-              new KubeMalformedBodyError({
-                method,
-                path,
-                message: `${method} ${path} answered 2xx with a body that is not JSON`,
-                excerpt: safeExcerpt(text, sent.secret)
-              })
-          }))
+      send(
+        method,
+        path,
+        body === undefined ? undefined : { text: JSON.stringify(body), contentType },
+        undefined,
+        (sent) =>
+          Effect.flatMap(readText(method, path, sent), (text) =>
+            Effect.try({
+              try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
+              catch: () =>
+                new KubeMalformedBodyError({
+                  method,
+                  path,
+                  message: `${method} ${path} answered 2xx with a body that is not JSON`,
+                  excerpt: safeExcerpt(text, sent.secret)
+                })
+            }))
       )
     )
 
   /** A list page asked for and its whole body read, each under its deadline. */
   const fetchPage = (resource: KubeResource, options: ListOptions): Effect.Effect<FetchedPage, KubeClientError> => {
     const path = collectionPath(resource, options.namespace) + listQuery(options)
-    return Effect.flatMap(
-      send("GET", path),
+    return send(
+      "GET",
+      path,
+      undefined,
+      undefined,
       (sent) => Effect.map(readBody("GET", path, sent), (bytes): FetchedPage => ({ path, secret: sent.secret, bytes }))
     )
   }
@@ -847,10 +864,7 @@ const makeService = (
         attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
       }),
       (span) =>
-        Effect.flatMap(
-          send("GET", path, undefined, span),
-          (sent) => Effect.flatMap(Effect.scope, (scope) => opened(sent, scope))
-        )
+        send("GET", path, undefined, span, (sent) => Effect.flatMap(Effect.scope, (scope) => opened(sent, scope)))
     )
   }
 
