@@ -647,19 +647,17 @@ export const make = (
      * each defect would keep a frame for ever.)
      */
     const afterDefect = (cause: Cause.Cause<RoundFailure>): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const settled = yield* Effect.either(settle(WatchMachine.RoundEnd.Defect()))
-        failureAfterYield = undefined
-        if (Either.isLeft(settled)) {
-          const { transition } = settled.left
+      // The machine's `Defect` arm always restarts, so `settle` fails with its transition.
+      Effect.catchAll(settle(WatchMachine.RoundEnd.Defect()), ({ transition }) =>
+        Effect.gen(function*() {
+          failureAfterYield = undefined
           const delay = yield* delayOf(transition.pause, settings.cap)
           yield* Effect.logError(
             `${transition.message}; ${WatchMachine.describeNext(transition.next)} in ${Duration.format(delay)}`,
             cause
           ).pipe(Effect.annotateLogs({ reason: "defect" }))
           yield* Effect.sleep(delay)
-        }
-      })
+        }))
     const loop = Effect.forever(
       Effect.catchAllCause(rounds, (cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : afterDefect(cause))

@@ -125,16 +125,19 @@ export class OverlayDraft<V> {
     HashMap.set(this.overlay, key, value)
   }
 
-  remove(key: string): void {
+  /** Says whether the map held `key`. */
+  remove(key: string): boolean {
     if (this.base.size === 0) {
+      if (!HashMap.has(this.overlay, key)) return false
       HashMap.remove(this.overlay, key)
-      return
+      return true
     }
-    if (this.get(key) === undefined) return
+    if (this.get(key) === undefined) return false
     this.size--
     // A name only the overlay had leaves it; one the base has is shadowed.
     if (this.base.has(key)) HashMap.set(this.overlay, key, Removed)
     else HashMap.remove(this.overlay, key)
+    return true
   }
 
   /** The new version; the draft is not to be used after. */

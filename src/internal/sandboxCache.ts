@@ -203,8 +203,7 @@ export const applyEvents = (
     return Option.isSome(deletedAt) && notNewer(eventVersion, deletedAt.value)
   }
   const remove = (name: string, deletedAt: string) => {
-    const wasPresent = objects.get(name) !== undefined
-    objects.remove(name)
+    const wasPresent = objects.remove(name)
     if (deletedAt !== "") tombstones = HashMap.set(tombstones, name, deletedAt)
     if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
     tell(name, gone, !wasPresent)

@@ -167,19 +167,20 @@ export class BodyReader {
     })
   }
 
-  /** What is there now: bytes, `null` at the end of the body, or `undefined` to wait. Throws the body's error. */
-  private poll(): Buffer | null | undefined {
-    if (this.failure !== undefined) throw this.failure
+  /** What a read gets now (bytes, `null` at the end of the body, or the body's error); none: wait. */
+  private poll(): Effect.Effect<Buffer | null, unknown> | undefined {
+    if (this.failure !== undefined) return Effect.fail(this.failure)
     const bytes = this.stream.read() as Buffer | null
-    if (bytes !== null) return bytes
-    if (this.ended) return null
-    if (this.closed) throw this.stream.errored ?? new BodyClosedEarly()
+    if (bytes !== null) return Effect.succeed(bytes)
+    if (this.ended) return Effect.succeed(null)
+    if (this.closed) return Effect.fail(this.stream.errored ?? new BodyClosedEarly())
     return undefined
   }
 
   /** The next bytes of the body, or `null` once it has ended cleanly. */
   readonly next: Effect.Effect<Buffer | null, unknown> = Effect.async<Buffer | null, unknown>((resume) => {
-    if (this.attempt(resume)) return
+    const ready = this.poll()
+    if (ready !== undefined) return resume(ready)
     this.waiting = resume
     // No canceller: `Effect.async` wraps one in an interrupt handler on every wait (a third of
     // what a wait runs). A waiting read is woken with `readNow`, not with bytes: woken after it was
@@ -188,15 +189,7 @@ export class BodyReader {
   })
 
   /** Reads what is there when the woken read runs; waits again if that is nothing. */
-  private readonly readNow: Effect.Effect<Buffer | null, unknown> = Effect.suspend(() => {
-    let bytes: Buffer | null | undefined
-    try {
-      bytes = this.poll()
-    } catch (error) {
-      return Effect.fail(error)
-    }
-    return bytes === undefined ? this.next : Effect.succeed(bytes)
-  })
+  private readonly readNow: Effect.Effect<Buffer | null, unknown> = Effect.suspend(() => this.poll() ?? this.next)
 
   /** The read that waits for the body to say something (readable, ended, failed or closed), if one does. */
   private waiting: ((effect: Effect.Effect<Buffer | null, unknown>) => void) | undefined = undefined
@@ -207,20 +200,6 @@ export class BodyReader {
     if (resume === undefined) return
     this.waiting = undefined
     resume(this.readNow)
-  }
-
-  /** Resumes the read with what is there (bytes, the end, or the body's error) and says whether it did. */
-  private attempt(resume: (effect: Effect.Effect<Buffer | null, unknown>) => void): boolean {
-    let bytes: Buffer | null | undefined
-    try {
-      bytes = this.poll()
-    } catch (error) {
-      resume(Effect.fail(error))
-      return true
-    }
-    if (bytes === undefined) return false
-    resume(Effect.succeed(bytes))
-    return true
   }
 
   /** Bytes arrived that no read has taken yet. */
