@@ -1,5 +1,5 @@
 /**
- * A real kube-apiserver (1.20.2, built by `build.sh`) and etcd on loopback, in a temp directory,
+ * A real kube-apiserver (1.20.2 or 1.37.2, built by `build.sh`) and its etcd on loopback, in a temp directory,
  * bootstrapped with the Sandbox CRD, a namespace, an admin token and a limited user. Promise-based
  * so that vitest's `globalSetup` can own it; `scoped` wraps it for a test that wants its own.
  *
@@ -19,17 +19,40 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ClusterConnection } from "../../src/KubeConfig.ts"
 
-/** The version `build.sh` builds; the binary's name carries it. */
-export const KubeVersion = "1.20.2"
+/** The versions `build.sh` builds: the oldest we support, and the release our users run. */
+export const KubeVersions = ["1.20.2", "1.37.2"] as const
+export type KubeVersion = typeof KubeVersions[number]
+
+/**
+ * The version this process runs against: `KUBE_APISERVER_VERSION`, else the oldest (the suite's
+ * runner sets the variable for each version in turn).
+ */
+export const selectedVersion = (env: NodeJS.ProcessEnv = process.env): KubeVersion => {
+  const asked = env.KUBE_APISERVER_VERSION
+  if (asked === undefined || asked === "") return KubeVersions[0]
+  const known = KubeVersions.find((v) => v === asked)
+  if (known === undefined) {
+    throw new Error(`KUBE_APISERVER_VERSION=${asked}: the suite knows ${KubeVersions.join(" and ")}`)
+  }
+  return known
+}
+
+/** The minor version (20, 37): what a test branches on where the two servers answer differently. */
+export const minorOf = (version: string): number => Number(/^v?1\.(\d+)/.exec(version)?.[1] ?? NaN)
+
+const cacheDir = (env: NodeJS.ProcessEnv) => env.SANDBOX_WATCH_CACHE ?? "/var/cache/sandbox-watch"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const lifeline = path.join(here, "lifeline.sh")
 const tempPrefix = "sandbox-watch-apiserver-"
 
 /** Where the binary is: `SANDBOX_WATCH_KUBE_APISERVER`, else the cache `build.sh` fills. */
-export const binaryPath = (env: NodeJS.ProcessEnv = process.env): string =>
-  env.SANDBOX_WATCH_KUBE_APISERVER ??
-    path.join(env.SANDBOX_WATCH_CACHE ?? "/var/cache/sandbox-watch", `kube-apiserver-${KubeVersion}`)
+export const binaryPath = (version: KubeVersion = selectedVersion(), env: NodeJS.ProcessEnv = process.env): string =>
+  env.SANDBOX_WATCH_KUBE_APISERVER ?? path.join(cacheDir(env), `kube-apiserver-${version}`)
+
+/** The etcd built (1.37: 3.6 from the module proxy) or linked (1.20: Debian's 3.4) for that version. */
+export const etcdPath = (version: KubeVersion = selectedVersion(), env: NodeJS.ProcessEnv = process.env): string =>
+  path.join(cacheDir(env), `etcd-${version}`)
 
 /** What a test needs to talk to the server: plain data, so it can cross into vitest's workers. */
 export interface ApiServerFacts {
@@ -49,6 +72,8 @@ export interface ApiServerFacts {
   readonly dir: string
   /** The server's `/version` `gitVersion`. */
   readonly version: string
+  /** Its minor version (20, 37). */
+  readonly minor: number
 }
 
 /**
@@ -111,8 +136,12 @@ export interface RealApiServer extends ApiServerFacts {
 }
 
 export interface StartOptions {
-  /** The binary; {@link binaryPath} unless told. */
+  /** Which server; {@link selectedVersion} unless told. */
+  readonly version?: KubeVersion
+  /** The binary; {@link binaryPath} of the version unless told. */
   readonly binary?: string
+  /** Extra kube-apiserver flags (a feature gate, `--max-requests-inflight`). */
+  readonly extraArgs?: ReadonlyArray<string>
   /** `--watch-cache` (default true). 1.20's watch cache sizes itself (100 events, growing while its
    * events are younger than 75 s), so `--watch-cache-sizes` can only switch it off per resource. */
   readonly watchCache?: boolean
@@ -342,17 +371,19 @@ const bootstrap = async (api: Api, namespace: string, child: Child, timeoutMs: n
 export const start = async (options: StartOptions = {}): Promise<RealApiServer> => {
   const startedAt = Date.now()
   reapStale()
-  const binary = options.binary ?? binaryPath()
+  const kubeVersion = options.version ?? selectedVersion()
+  const binary = options.binary ?? binaryPath(kubeVersion)
+  const etcdBinary = etcdPath(kubeVersion)
   const timeoutMs = options.readyTimeoutMs ?? 60_000
   if (!fs.existsSync(binary)) {
     throw new ApiServerUnavailable({
-      message: `no kube-apiserver at ${binary}. Build it with \`bash test/apiserver/build.sh\` ` +
+      message: `no kube-apiserver at ${binary}. Build it with \`bash test/apiserver/build.sh ${kubeVersion}\` ` +
         "(or run `npm run test:apiserver`, which does), or point SANDBOX_WATCH_KUBE_APISERVER at one."
     })
   }
-  if (spawnSync("etcd", ["--version"]).status !== 0) {
+  if (spawnSync(etcdBinary, ["--version"]).status !== 0) {
     throw new ApiServerUnavailable({
-      message: "no etcd on PATH. `bash test/apiserver/build.sh` installs Debian's etcd-server."
+      message: `no etcd at ${etcdBinary}. \`bash test/apiserver/build.sh ${kubeVersion}\` provides it.`
     })
   }
   if (spawnSync("openssl", ["version"]).status !== 0) {
@@ -393,7 +424,7 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     const [etcdClientPort, etcdPeerPort, port] = [await freePort(), await freePort(), await freePort()]
     const etcdUrl = `http://127.0.0.1:${etcdClientPort}`
     const peerUrl = `http://127.0.0.1:${etcdPeerPort}`
-    etcd = spawnChild("etcd", "etcd", [
+    etcd = spawnChild("etcd", etcdBinary, [
       "--name",
       "sandbox-watch",
       "--data-dir",
@@ -430,8 +461,8 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
     const args = [
       "--etcd-servers",
       etcdUrl,
-      "--insecure-port",
-      "0",
+      // 1.20 still serves plain HTTP on 8080 unless told not to; the flag is gone since 1.24.
+      ...(minorOf(kubeVersion) < 24 ? ["--insecure-port", "0"] : []),
       "--bind-address",
       "127.0.0.1",
       "--advertise-address",
@@ -459,7 +490,8 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
       `--watch-cache=${options.watchCache ?? true}`,
       ...(options.etcdCompactionInterval === undefined
         ? []
-        : ["--etcd-compaction-interval", options.etcdCompactionInterval])
+        : ["--etcd-compaction-interval", options.etcdCompactionInterval]),
+      ...(options.extraArgs ?? [])
     ]
     const apiLog = path.join(dir, "kube-apiserver.log")
     const certFile = path.join(certDir, "apiserver.crt")
@@ -504,6 +536,7 @@ export const start = async (options: StartOptions = {}): Promise<RealApiServer> 
       etcdUrl,
       dir,
       version,
+      minor: minorOf(version),
       timings: { etcdReadyMs, apiServerReadyMs, bootstrapMs, totalMs: Date.now() - startedAt },
       restartApiServer: async (restart) => {
         if (apiServer !== undefined) await stopChild(apiServer, restart?.signal ?? "SIGTERM")
@@ -546,5 +579,6 @@ export const facts = (server: RealApiServer): ApiServerFacts => ({
   namespace: server.namespace,
   etcdUrl: server.etcdUrl,
   dir: server.dir,
-  version: server.version
+  version: server.version,
+  minor: server.minor
 })

@@ -11,6 +11,7 @@ import { SandboxResource } from "../../src/Sandbox.ts"
 import * as FaultProxy from "../support/FaultProxy.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Http, WatchStep } from "./ApiServerFacts.ts"
+import * as RealApiServer from "./RealApiServer.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
@@ -47,17 +48,19 @@ const summary = (steps: ReadonlyArray<WatchStep>) =>
   )
 
 describe("real kube-apiserver", () => {
-  it.live("is 1.20.2, ready, and verified over TLS with its own CA", () =>
+  it.live("is the version asked for, ready, and verified over TLS with its own CA", () =>
     Effect.scoped(Effect.gen(function*() {
       const http = yield* direct
       const version = yield* Facts.request(http, "GET", "/version", { token: admin })
-      expect([version.status, version.json.gitVersion]).toEqual([200, "v1.20.2"])
+      expect([version.status, version.json.gitVersion]).toEqual([200, `v${RealApiServer.selectedVersion()}`])
       const ready = yield* Facts.request(http, "GET", "/readyz", { token: admin })
       expect([ready.status, ready.json]).toEqual([200, "ok"])
       // Without the CA the chain ends in an untrusted self-signed CA: verification is on.
       const untrusted = yield* Effect.promise(() =>
-        fetch(`${facts.url}/version`, { dispatcher: new Agent() }).then(() => "trusted", (error) =>
-          String(error.cause?.code))
+        fetch(`${facts.url}/version`, { dispatcher: new Agent() }).then(
+          () => "trusted",
+          (error) => String(error.cause?.code)
+        )
       )
       expect(untrusted).toBe("SELF_SIGNED_CERT_IN_CHAIN")
     })))

@@ -1,7 +1,9 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { selectedVersion } from "./RealApiServer.ts"
 
-// The suite against a real kube-apiserver + etcd: `npm run test:apiserver` (builds the binary first).
+// The suite against a real kube-apiserver + etcd, the version `KUBE_APISERVER_VERSION` names:
+// `npm run test:apiserver` (test/apiserver/run.sh) builds what is missing and runs it for each.
 export default defineConfig({
   test: {
     root: fileURLToPath(new URL("../..", import.meta.url)),
@@ -12,6 +14,6 @@ export default defineConfig({
     fileParallelism: false,
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    reporters: ["default", ["json", { outputFile: ".cache/vitest/apiserver.json" }]]
+    reporters: ["default", ["json", { outputFile: `.cache/vitest/apiserver-${selectedVersion()}.json` }]]
   }
 })

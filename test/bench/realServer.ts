@@ -9,10 +9,11 @@ import * as Fs from "node:fs"
 import * as RealApiServer from "../apiserver/RealApiServer.ts"
 import { Group, makeSandbox, Plural, Version } from "./data.ts"
 
-export const KubeVersion = RealApiServer.KubeVersion
+/** The server the real rows use: `KUBE_APISERVER_VERSION`, else the oldest. */
+export const KubeVersion = RealApiServer.selectedVersion()
 
 /** Whether the binary is there; `bash test/apiserver/build.sh` builds it. */
-export const available = (): boolean => Fs.existsSync(RealApiServer.binaryPath())
+export const available = (): boolean => Fs.existsSync(RealApiServer.binaryPath(KubeVersion))
 
 /** Where a child finds the server. `caPem` and `token` reach a child by environment only. */
 export interface RealTarget {
@@ -118,7 +119,9 @@ const warm = async (agent: Agent, target: RealTarget, n: number) => {
 }
 
 const etcdVersion = () =>
-  /etcd Version: (\S+)/.exec(spawnSync("etcd", ["--version"], { encoding: "utf8" }).stdout ?? "")?.[1] ?? "?"
+  /etcd Version: (\S+)/.exec(
+    spawnSync(RealApiServer.etcdPath(KubeVersion), ["--version"], { encoding: "utf8" }).stdout ?? ""
+  )?.[1] ?? "?"
 
 /**
  * Starts etcd and kube-apiserver and seeds N Sandboxes; `onStarted` gets the stop as soon as there
@@ -130,7 +133,7 @@ export const startSeeded = async (
   onStarted: (stop: () => Promise<void>) => void,
   log: (line: string) => void
 ): Promise<SeededServer> => {
-  const server = await RealApiServer.start()
+  const server = await RealApiServer.start({ version: KubeVersion })
   onStarted(server.stop)
   try {
     const facts = RealApiServer.facts(server)
@@ -157,8 +160,8 @@ export const startSeeded = async (
       )
       await warm(agent, target, n)
       const about =
-        `Real-server rows: kube-apiserver ${facts.version} (built from Debian's kubernetes source by \`test/apiserver/build.sh\`) ` +
-        `on etcd ${etcdVersion()} from Debian, watch cache on, HTTPS on loopback (CA verified, bearer token), ` +
+        `Real-server rows: kube-apiserver ${facts.version} (built by \`test/apiserver/build.sh ${KubeVersion}\`) ` +
+        `on etcd ${etcdVersion()}, watch cache on, HTTPS on loopback (CA verified, bearer token), ` +
         `${n.toLocaleString("en")} Sandboxes seeded in ${seedSeconds.toFixed(1)} s (~${
           (size / 1024).toFixed(1)
         } KB each as served: ` +
