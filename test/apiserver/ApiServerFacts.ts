@@ -66,6 +66,8 @@ export interface Http {
 export interface JsonResponse {
   readonly status: number
   readonly json: any
+  /** Lower-case names. */
+  readonly headers: Readonly<Record<string, string>>
 }
 
 /** One request; the body parsed as JSON when it is JSON. `token: null` sends no Authorization. */
@@ -85,7 +87,8 @@ export const request = (
       headers,
       ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
     })
-    return jsonOrText(response)
+    const answered = Object.fromEntries(response.headers)
+    return { ...(await jsonOrText(response)), headers: answered }
   })
 
 /** What a watch reader returns for each step: a parsed line, the end of the body, or a broken body. */

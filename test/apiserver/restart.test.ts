@@ -3,11 +3,14 @@
  * its own file because it takes the shared server away for a few seconds.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Logger, Ref } from "effect"
+import * as KubeClient from "../../src/KubeClient.ts"
 import { collectionPath } from "../../src/KubeResource.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
+import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Http } from "./ApiServerFacts.ts"
+import { clientOn, falselyGone, poll, probe, recordAll, seedPending } from "./watchSupport.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
@@ -72,4 +75,67 @@ describe("real kube-apiserver restart", () => {
       const got = yield* Facts.request(fresh, "GET", `${sandboxes}/restart-a`, { token: admin })
       expect([got.status, got.json.metadata.resourceVersion]).toEqual([200, rv])
     })))
+
+  it.live(
+    "a watch started while the watch cache warms waits each Retry-After, lists once it may; a synced watch tells nobody gone",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const run = "restart-warm"
+        const names = ["warm-a", "warm-b"]
+        const admin = yield* clientOn(Facts.connection(facts))
+        const setPhase = yield* seedPending(admin, ns, run, names)
+        const watchOn = (client: KubeClient.KubeClientService) =>
+          SandboxWatch.make({
+            namespace: ns,
+            labelSelector: `jr2.dev/run=${run}`,
+            backoffFloor: "50 millis",
+            backoffCap: "5 seconds",
+            jitter: false
+          }).pipe(Effect.provideService(KubeClient.KubeClient, client))
+        const synced = yield* watchOn(yield* clientOn(Facts.connection(facts)))
+        yield* synced.synced
+        const before = yield* recordAll(synced)
+        yield* before.awaitShorts(names.length)
+
+        yield* Facts.restartApiServer(facts, "SIGKILL")
+        // Started the moment the server says ready: 1.37's watch cache may not have caught up yet.
+        const lines = yield* Ref.make<ReadonlyArray<string>>([])
+        const logger = Logger.make(({ message }) => {
+          Effect.runSync(
+            Ref.update(lines, (all) => [...all, Array.isArray(message) ? message.join(" ") : String(message)])
+          )
+        })
+        const wire = yield* probe(yield* clientOn(Facts.connection(facts)))
+        const starting = yield* watchOn(wire.client).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+        )
+        const after = yield* recordAll(starting)
+        yield* starting.synced
+        expect(yield* after.awaitShorts(names.length)).toEqual(names.map((n) => `${n}:Pending`))
+        const log = yield* wire.await((l) => l.watches.at(-1)?.outcome === "open", "the new watch to open")
+        const refusals = [...log.lists.map((l) => l.outcome), ...log.watches.map((w) => w.outcome)]
+          .filter((o) => o !== "open" && !(typeof o === "object" && o._tag === "Listed"))
+        // 1.20 holds a request until its cache is ready; 1.37 refuses it with 429 and Retry-After
+        // (and only that: no re-list storm, no other failure); the watch waits what it is told.
+        if (facts.minor < 31) expect(refusals).toEqual([])
+        for (const refusal of refusals) {
+          expect(refusal).toEqual(
+            typeof refusal === "object" ? { _tag: "Failed", failure: "KubeStatusError 429" } : "KubeStatusError 429"
+          )
+        }
+        const waits = (yield* Ref.get(lines)).filter((l) => l.includes("429"))
+        expect(waits.length).toBe(refusals.length)
+        for (const line of waits) expect(line).toMatch(/Retry-After \d+s/)
+        expect((yield* starting.health).relists).toBe(0)
+
+        // Both hear a change; the one synced before the crash never told a Sandbox gone.
+        const ready = yield* setPhase("warm-a", "Ready")
+        yield* before.awaitLast("warm-a", ready)
+        yield* after.awaitLast("warm-a", ready)
+        expect(falselyGone(yield* before.told, names)).toEqual([])
+        expect(falselyGone(yield* after.told, names)).toEqual([])
+        yield* poll(synced.health, (h) => h.synced && h.cached === names.length, "the first watch to hold both")
+      })),
+    90_000
+  )
 })

@@ -9,8 +9,10 @@ import * as Fs from "node:fs"
 import * as RealApiServer from "../apiserver/RealApiServer.ts"
 import { Group, makeSandbox, Plural, Version } from "./data.ts"
 
-/** The server the real rows use: `KUBE_APISERVER_VERSION`, else the oldest. */
-export const KubeVersion = RealApiServer.selectedVersion()
+/** The server the real rows use: `KUBE_APISERVER_VERSION`, else the newest (what users run). */
+export const KubeVersion = process.env.KUBE_APISERVER_VERSION === undefined || process.env.KUBE_APISERVER_VERSION === ""
+  ? RealApiServer.KubeVersions[RealApiServer.KubeVersions.length - 1]!
+  : RealApiServer.selectedVersion()
 
 /** Whether the binary is there; `bash test/apiserver/build.sh` builds it. */
 export const available = (): boolean => Fs.existsSync(RealApiServer.binaryPath(KubeVersion))

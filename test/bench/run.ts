@@ -16,8 +16,9 @@
  *   npm run bench -- --only sync,heap,scale          # N and 10 × N (`--scale-n`): linear or not
  *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
  *
- * The sync scenario also runs every program against a real kube-apiserver 1.20.2 on etcd when
- * `bash test/apiserver/build.sh` has built it (started once, seeded with the same N Sandboxes).
+ * The sync scenario also runs every program against a real kube-apiserver on etcd, 1.37.2 (or
+ * `KUBE_APISERVER_VERSION`), when `bash test/apiserver/build.sh` has built it (started once,
+ * seeded with the same N Sandboxes).
  *
  * Programs: `floor@20`, `sw@20` (sandbox-watch), `floor@22`, `sw@22`, `cn2@22` (client-node 2.0.1,
  * which needs Node >= 22.19), `cn1@20` (client-node 1.4.0, opt-in). Node 22 is the `node` package
