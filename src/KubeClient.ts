@@ -24,6 +24,7 @@ import {
   Stream,
   type Tracer
 } from "effect"
+import { boundedIssues } from "./internal/boundedIssues.ts"
 import { continueOf, peekContinue } from "./internal/continuePeek.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError, toStatus } from "./internal/httpFailure.ts"
@@ -296,7 +297,8 @@ const undecodable = (
   const resourceVersion = metadata?.resourceVersion
   // The array form names the path (`status.phase: Expected string, actual 5`); the tree form
   // spends its first kilobyte restating the schema's type.
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // Effect's formatters walk the actual value recursively and overflow the stack on deep nesting.
+  const issues = boundedIssues(error.issue)
   // An optional field is `T | undefined`: each miss also reports "Expected undefined", noise.
   const real = issues.filter((issue) => !issue.message.startsWith("Expected undefined,"))
   const problem = (real.length > 0 ? real : issues)

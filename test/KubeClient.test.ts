@@ -1428,3 +1428,44 @@ describe("KubeClient writes", () => {
       ])
     }))
 })
+
+describe("KubeClient: values nested deep enough to overflow a recursive walk", () => {
+  const deep = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
+  const withDeep = (text: string, depth: number) => text.replace("\"DEEP\"", deep(depth))
+  for (const depth of [2_000, 10_000, 100_000]) {
+    it.scoped(`depth ${depth}: a list item, a watch event and a bookmark are read; the misfit is UNDECODABLE, briefly`, () =>
+      Effect.gen(function*() {
+        const fx = yield* fixture((req, res) => {
+          res.writeHead(200, { "content-type": "application/json" })
+          if (!(req.url ?? "").includes("watch=")) {
+            return res.end(withDeep(
+              JSON.stringify({
+                metadata: { resourceVersion: "20" },
+                items: [sandbox("a", "18"), sandbox("bad", "19", "DEEP")]
+              }),
+              depth
+            ))
+          }
+          res.write(withDeep(line({ type: "MODIFIED", object: sandbox("bad", "21", "DEEP") }), depth))
+          res.write(withDeep(bookmarkLine("22", { odd: "DEEP" }), depth))
+          res.end(line({ type: "ADDED", object: sandbox("c", "23") }))
+        })
+        const client = yield* clientFor(fx.url)
+        const page = yield* client.list(SandboxResource, Sandbox, { namespace: "ns" })
+        expect(page.items).toEqual([decoded("a", "18")])
+        expect(page.undecodable.map((u) => [u.name, u.resourceVersion])).toEqual([["bad", "19"]])
+        const problem = page.undecodable[0]!.problem
+        expect(problem.startsWith("status.phase: Expected string, actual [[[[")).toBe(true)
+        expect(problem.length).toBeLessThanOrEqual(160)
+        const events = Chunk.toReadonlyArray(
+          yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+        )
+        expect(events.map((e) => e.type)).toEqual(["UNDECODABLE", "BOOKMARK", "ADDED"])
+        expect(events[0]).toMatchObject({ eventType: "MODIFIED", name: "bad", resourceVersion: "21" })
+        expect((events[0] as Extract<WatchEvent<Sandbox>, { type: "UNDECODABLE" }>).problem.length)
+          .toBeLessThanOrEqual(160)
+        expect(events[1]).toEqual({ type: "BOOKMARK", resourceVersion: "22", annotations: {} })
+        expect(events[2]).toMatchObject({ type: "ADDED", name: "c" })
+      }))
+  }
+})
