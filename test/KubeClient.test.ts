@@ -960,6 +960,21 @@ describe("KubeClient.watch", () => {
       yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
+  it.scoped("a 256 KiB line of `\"managedFields\":[` never closed fails as any malformed line does", () =>
+    Effect.gen(function*() {
+      const key = "\"managedFields\":["
+      const hostile = `{"type":"ADDED","object":{"metadata":{${key.repeat(Math.ceil((256 * 1024) / key.length))}`
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(bookmarkLine("1") + `${hostile}\n` + bookmarkLine("2"))
+      })
+      const client = yield* clientFor(fx.url, { maxLineBytes: 512 * 1024 })
+      const { error, events } = yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
+      expect(error._tag).toBe("KubeMalformedLineError")
+      expect((error as KubeError.KubeMalformedLineError).excerpt.startsWith("{\"type\":\"ADDED\"")).toBe(true)
+    }))
+
   it.scoped("fails a line of an unknown event type", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>

@@ -9,6 +9,7 @@ import {
   cutsFor,
   decodeObjectWithoutManagedFields,
   decodeWithoutManagedFields,
+  scanned,
   schemaReads
 } from "../src/internal/managedFields.ts"
 import { ObjectMeta } from "../src/ObjectMeta.ts"
@@ -114,6 +115,26 @@ describe("decodeWithoutManagedFields", () => {
   it("leaves the text whole when the array does not close (a truncated line)", () => {
     const truncated = `{"metadata":{"name":"a","managedFields":[{"manager":"x"`
     expect(cut(truncated)).toBe(truncated)
+  })
+
+  it("stays linear on hostile text: an array that never closes leaves the text whole at once, and no byte is bracket-scanned twice", () => {
+    const key = "\"managedFields\":["
+    const hostile = `{"metadata":{${key.repeat(Math.ceil((256 * 1024) / key.length))}`
+    for (const decode of [decodeWithoutManagedFields, decodeObjectWithoutManagedFields]) {
+      const bytes = Buffer.from(hostile)
+      const before = scanned.bytes
+      expect(decode(bytes, 0, bytes.length)).toBe(hostile)
+      // Once per key would be ~14,000 scans of up to 256 KiB each.
+      expect(scanned.bytes - before).toBeLessThanOrEqual(bytes.length)
+    }
+    // Closed but not a member (each key's array holds the next, inside another array): each
+    // byte is still scanned once, not once per key.
+    const depth = 5_000
+    const nested = `{"metadata":{"x":[${key.repeat(depth)}${"]".repeat(depth + 1)}}}`
+    const bytes = Buffer.from(nested)
+    const before = scanned.bytes
+    expect(decodeWithoutManagedFields(bytes, 0, bytes.length)).toBe(nested)
+    expect(scanned.bytes - before).toBeLessThanOrEqual(bytes.length)
   })
 
   it("does not cut an escaped key inside a string", () => {

@@ -39,7 +39,8 @@ const KeyBytes = Buffer.from(Key)
  */
 const endOfArrayBytes = (bytes: Buffer, open: number, end: number): number => {
   let depth = 0
-  for (let i = open; i < end; i++) {
+  let i = open
+  for (; i < end; i++) {
     const code = bytes[i]!
     if (code === Quote) {
       for (i++; i < end; i++) {
@@ -51,11 +52,21 @@ const endOfArrayBytes = (bytes: Buffer, open: number, end: number): number => {
       depth++
     } else if (code === CloseBracket) {
       depth--
-      if (depth === 0) return i + 1
+      if (depth === 0) {
+        scanned.bytes += i + 1 - open
+        return i + 1
+      }
     }
   }
+  scanned.bytes += i - open
   return -1
 }
+
+/**
+ * Bytes the bracket scan has read, for a test to see the work stay linear in the text (counted
+ * once per scan, not per byte).
+ */
+export const scanned = { bytes: 0 }
 
 /**
  * `bytes[start, end)` decoded as UTF-8 without its `"managedFields": [...]` members (every one: a
@@ -85,6 +96,14 @@ const decodeCutting = (bytes: Buffer, start: number, end: number, most: number):
   let cuts = 0
   while (key !== -1 && key < end) {
     const cut = cutAtBytes(bytes, key, start, end)
+    // Each byte is bracket-scanned at most once, so the work stays linear even on hostile text
+    // (`"managedFields":[` over and over): an array that never closes ends the search with the
+    // text whole, and the search resumes past any array scanned, cut or not.
+    if (cut === Unclosed) return bytes.toString("utf8", start, end)
+    if (typeof cut === "number") {
+      key = bytes.indexOf(KeyBytes, cut)
+      continue
+    }
     if (cut !== undefined) {
       kept.push(from, cut.start)
       from = cut.end
@@ -119,13 +138,19 @@ const reusedBuffer = (size: number): Buffer => {
   return reused
 }
 
-/** The span to cut for the key at `key` (with one comma beside it), or none when it is not a managedFields array member. */
+const Unclosed = -1
+
+/**
+ * The span to cut for the key at `key` (with one comma beside it); none when it is not a
+ * managedFields array member; `Unclosed` when its array does not close; or where to search on
+ * when its array closed but is not a member to cut.
+ */
 const cutAtBytes = (
   bytes: Buffer,
   key: number,
   start: number,
   end: number
-): { readonly start: number; readonly end: number } | undefined => {
+): { readonly start: number; readonly end: number } | number | undefined => {
   let escapes = 0
   for (let i = key - 1; i >= start && bytes[i] === Backslash; i--) escapes++
   if (escapes % 2 === 1) return undefined
@@ -133,11 +158,11 @@ const cutAtBytes = (
   while (open < end && isSpace(bytes[open]!)) open++
   if (bytes[open] !== OpenBracket) return undefined
   const close = endOfArrayBytes(bytes, open, end)
-  if (close === -1) return undefined
+  if (close === -1) return Unclosed
   let before = key - 1
   while (before >= start && isSpace(bytes[before]!)) before--
   if (bytes[before] === Comma) return { start: before, end: close }
-  if (bytes[before] !== OpenBrace) return undefined
+  if (bytes[before] !== OpenBrace) return close
   let after = close
   while (after < end && isSpace(bytes[after]!)) after++
   return bytes[after] === Comma ? { start: key, end: after + 1 } : { start: key, end: close }
