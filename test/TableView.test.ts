@@ -100,6 +100,35 @@ describe("TableView.render", () => {
     ]
   ])
 
+  it("shows control characters in names and reasons as visible escapes, and cuts a long field", () => {
+    const clear = "a\x1b[2J\x1b[31mRED"
+    const split = "b\nc"
+    const reason = `Evicted\u009b2J\x7f\t${"x".repeat(200)}`
+    const hostile = new Map<string, TableView.Row>([
+      [clear, row({ metadata: { name: clear, resourceVersion: "1" }, status: { phase: "Ready\r" } }, 0)],
+      [
+        split,
+        row({
+          metadata: { name: split, resourceVersion: "2" },
+          status: { phase: "Lost", conditions: [{ type: "Lost", status: "True", reason }] }
+        }, 0)
+      ]
+    ])
+    const lines = TableView.render({ rows: hostile, health, header: [], logs: [`told ${clear}`] }, at, {
+      colours: false
+    })
+    // No control character reaches the terminal, and each Sandbox is one line.
+    for (const line of lines) expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/)
+    expect(lines).toHaveLength(7)
+    expect(lines[3]!.startsWith("a\\x1b[2J\\x1b[31mRED   Ready\\r   -")).toBe(true)
+    expect(lines[4]!.startsWith(`b\\nc${" ".repeat(18)}Lost      -`)).toBe(true)
+    const note = `Evicted\\x9b2J\\x7f\\t${"x".repeat(TableView.MaxCellChars - 1 - 19)}…`
+    expect(note).toHaveLength(TableView.MaxCellChars)
+    expect(lines[4]!.endsWith(`   ${note}`)).toBe(true)
+    expect(lines[6]).toBe("told a\\x1b[2J\\x1b[31mRED")
+    expect(TableView.visible("back\\slash \u0085 é")).toBe("back\\\\slash \\x85 é")
+  })
+
   it("fits the width: NOTE is truncated first, then LAST CHANGE goes", () => {
     const full = TableView.render({ rows: wide, health, header: [], logs: [] }, at, { colours: false })
     expect(full[3]).toBe(

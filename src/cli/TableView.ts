@@ -88,6 +88,22 @@ const created = (sandbox: Sandbox, now: number): string => {
   return Number.isNaN(at) ? "-" : age(now - at)
 }
 
+const Named: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" }
+
+/**
+ * `text` with every control character (C0, DEL, C1) shown as a visible escape (`\x1b`, `\n`): names
+ * and reasons come from whoever can write a Sandbox, and raw they could clear or recolour the
+ * operator's terminal or split a row. A backslash is doubled so an escape cannot be faked.
+ */
+export const visible = (text: string): string =>
+  text.replace(
+    /[\u0000-\u001f\u007f-\u009f\\]/g,
+    (c) => c === "\\" ? "\\\\" : Named[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`
+  )
+
+/** The most characters a cell shows, whatever the terminal: one long reason does not widen a column past use. */
+export const MaxCellChars = 80
+
 /** The table's cells, one array a row, ordered by name. Gone rows past the TTL are left out. */
 export const cells = (
   rows: ReadonlyMap<string, Row>,
@@ -96,30 +112,40 @@ export const cells = (
   [...rows.entries()]
     .filter(([, row]) => Option.isSome(row.sandbox) || now - row.changedAt < Duration.toMillis(GoneRowTtl))
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([name, row]) =>
-      Option.match(row.sandbox, {
-        onNone: () => ({
-          phase: "(gone)",
-          cells: [name, "(gone)", "-", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""]
-        }),
-        onSome: (s) => {
-          const phase = Option.getOrElse(Evidence.phase(s), () => "-")
-          return {
-            phase,
-            cells: [
-              name,
-              phase,
-              conditionCell(s, "Ready"),
-              conditionCell(s, "Scheduled"),
-              String(restarts(s)),
-              created(s, now),
-              `${age(now - row.changedAt)} ago`,
-              note(s)
-            ]
-          }
-        }
-      })
-    )
+    .map(([name, row]) => shown(row, name, now))
+
+const shown = (
+  row: Row,
+  name: string,
+  now: number
+): { readonly cells: ReadonlyArray<string>; readonly phase: string } => {
+  const { cells, phase } = raw(row, name, now)
+  return { phase, cells: cells.map((c) => truncate(visible(c), MaxCellChars)) }
+}
+
+const raw = (row: Row, name: string, now: number): { readonly cells: ReadonlyArray<string>; readonly phase: string } =>
+  Option.match(row.sandbox, {
+    onNone: () => ({
+      phase: "(gone)",
+      cells: [name, "(gone)", "-", "-", "-", "-", `${age(now - row.changedAt)} ago`, ""]
+    }),
+    onSome: (s) => {
+      const phase = Option.getOrElse(Evidence.phase(s), () => "-")
+      return {
+        phase,
+        cells: [
+          name,
+          phase,
+          conditionCell(s, "Ready"),
+          conditionCell(s, "Scheduled"),
+          String(restarts(s)),
+          created(s, now),
+          `${age(now - row.changedAt)} ago`,
+          note(s)
+        ]
+      }
+    }
+  })
 
 /** The status line: synced, last heard, re-lists, restarts, cached. */
 export const statusLine = (health: SandboxWatchHealth, now: number): string =>
@@ -192,7 +218,7 @@ export const render = (
   const clip = (line: string) => (options.width !== undefined ? truncate(line, options.width) : line)
   const paint = (code: string, line: string) => (options.colours && code !== "" ? `${code}${line}${ansi.reset}` : line)
   const top = [
-    ...state.header.map((h) => clip(h)),
+    ...state.header.map((h) => clip(visible(h))),
     paint(ansi.dim, clip(statusLine(state.health, now))),
     "",
     paint(ansi.bold, clip(pad(Columns)))
@@ -201,7 +227,7 @@ export const render = (
   let rows = table.length === 0
     ? [paint(ansi.dim, clip(empty))]
     : table.map((r) => paint(colour(r.phase), clip(pad(r.cells))))
-  let logs = state.logs.map((l) => paint(ansi.dim, clip(l)))
+  let logs = state.logs.map((l) => paint(ansi.dim, clip(visible(l))))
   if (options.height !== undefined) {
     // One line short of the terminal, so the last newline does not scroll the header away.
     const room = Math.max(1, options.height - 1 - top.length)
