@@ -411,7 +411,7 @@ describe("SimulatedApiServer: list", () => {
         const bad = yield* send(`${server.url}${collectionPath}?labelSelector=${encodeURIComponent("env in prod")}`)
         expect(bad.status).toBe(400)
         expect(bad.body).toBe(
-          `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"unable to parse requirement: found 'prod', expected: '('","reason":"BadRequest","code":400}\n`
+          `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"unable to parse requirement: found 'prod' expected: '('","reason":"BadRequest","code":400}\n`
         )
         // A selector narrows the page but remainingItemCount is then not reported, as etcd cannot count it.
         const paged = JSON.parse((yield* send(`${server.url}${collectionPath}?labelSelector=tier&limit=1`)).body)
@@ -448,8 +448,8 @@ describe("SimulatedApiServer: list", () => {
             { op: "exists", key: "e" },
             { op: "notExists", key: "f" },
             { op: "in", key: "g", values: ["3"] },
-            { op: "gt", key: "h", value: 4 },
-            { op: "lt", key: "i", value: 5 }
+            { op: "gt", key: "h", value: 4n },
+            { op: "lt", key: "i", value: 5n }
           ]
         })
       )

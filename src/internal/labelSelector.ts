@@ -2,7 +2,9 @@
  * Label and field selectors as the apiserver parses and applies them: the grammar of
  * `k8s.io/apimachinery/pkg/labels` (`=`, `==`, `!=`, `in`, `notin`, `key`, `!key`, `>`, `<`,
  * comma = AND) and of `fields` (`=`, `==`, `!=` on `metadata.name` / `metadata.namespace`, the
- * only fields a custom resource may be selected by). Used by the simulated apiserver.
+ * only fields a custom resource may be selected by). Used by the simulated apiserver and to check
+ * the program's `--selector`. Texts are apimachinery v0.37's; where 1.20's differ,
+ * test/apiserver/differential.test.ts says so.
  * @internal
  */
 import { Either } from "effect"
@@ -11,85 +13,163 @@ import { Either } from "effect"
 export type LabelRequirement =
   | { readonly op: "exists" | "notExists"; readonly key: string }
   | { readonly op: "in" | "notIn"; readonly key: string; readonly values: ReadonlyArray<string> }
-  | { readonly op: "gt" | "lt"; readonly key: string; readonly value: number }
+  | { readonly op: "gt" | "lt"; readonly key: string; readonly value: bigint }
 
 /** A parsed label selector: every requirement must hold (an empty one selects everything). */
 export interface LabelSelector {
   readonly requirements: ReadonlyArray<LabelRequirement>
 }
 
-/** Why a selector string was refused, in words close to the apiserver's. */
+/** Why a selector string was refused, in the apiserver's words. */
 export interface SelectorParseError {
   readonly message: string
 }
 
-type Token =
-  | { readonly kind: "identifier"; readonly text: string }
-  | { readonly kind: "in" | "notin" | "(" | ")" | "," | "!" | "=" | "==" | "!=" | ">" | "<" | "end" }
+type TokenKind =
+  | "identifier"
+  | "in"
+  | "notin"
+  | "("
+  | ")"
+  | ","
+  | "!"
+  | "="
+  | "=="
+  | "!="
+  | ">"
+  | "<"
+  | "end"
 
-const special = new Set(["=", "!", "(", ")", ",", ">", "<"])
+/** A token and its text: the text is what an error quotes (`""` at the end of the string). */
+interface Token {
+  readonly kind: TokenKind
+  readonly text: string
+}
+
+const keywords: ReadonlyMap<string, TokenKind> = new Map<string, TokenKind>([
+  [")", ")"],
+  [",", ","],
+  ["!", "!"],
+  ["==", "=="],
+  ["=", "="],
+  [">", ">"],
+  ["in", "in"],
+  ["<", "<"],
+  ["!=", "!="],
+  ["notin", "notin"],
+  ["(", "("]
+])
+const isSpecial = (ch: string) =>
+  ch === "=" || ch === "!" || ch === "(" || ch === ")" || ch === "," || ch === ">" || ch === "<"
 const isSpace = (ch: string) => ch === " " || ch === "\t" || ch === "\r" || ch === "\n"
 
+/** apimachinery's lexer: the longest operator among special characters, else a word up to one. */
 const tokenize = (input: string): Array<Token> => {
   const tokens: Array<Token> = []
   let i = 0
-  while (i < input.length) {
-    const ch = input[i]!
-    if (isSpace(ch)) {
-      i++
-      continue
-    }
-    if (special.has(ch)) {
-      const two = input.slice(i, i + 2)
-      if (two === "==" || two === "!=") {
-        tokens.push({ kind: two })
-        i += 2
-      } else {
-        tokens.push({ kind: ch as "=" })
-        i++
-      }
-      continue
-    }
+  for (;;) {
+    while (i < input.length && isSpace(input[i]!)) i++
+    if (i >= input.length) break
     let j = i
-    while (j < input.length && !isSpace(input[j]!) && !special.has(input[j]!)) j++
+    if (isSpecial(input[i]!)) {
+      let longest = 0
+      while (j < input.length && isSpecial(input[j]!)) {
+        j++
+        if (keywords.has(input.slice(i, j))) longest = j - i
+        else if (longest > 0) break
+      }
+      j = i + longest
+    } else {
+      while (j < input.length && !isSpecial(input[j]!) && !isSpace(input[j]!)) j++
+    }
     const text = input.slice(i, j)
-    tokens.push(text === "in" ? { kind: "in" } : text === "notin" ? { kind: "notin" } : { kind: "identifier", text })
+    tokens.push({ kind: keywords.get(text) ?? "identifier", text })
     i = j
   }
-  tokens.push({ kind: "end" })
+  tokens.push({ kind: "end", text: "" })
   return tokens
 }
 
-const describe = (token: Token): string =>
-  token.kind === "identifier" ? token.text : token.kind === "end" ? "end of string" : token.kind
+const labelKeyFormat = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+const labelKeyPattern = new RegExp(`^${labelKeyFormat}$`)
+const labelValueFormat = `(${labelKeyFormat})?`
+const labelValuePattern = new RegExp(`^${labelValueFormat}$`)
+const dns1123SubdomainFormat = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+const dns1123SubdomainPattern = new RegExp(`^${dns1123SubdomainFormat}$`)
+const labelKeyRule =
+  "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 
-const nameRegex = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/
-const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+/** apimachinery's `RegexError`: the rule, its examples and the regex it was checked with. */
+const regexError = (rule: string, format: string, ...examples: ReadonlyArray<string>) =>
+  `${rule} (e.g. ${examples.map((e) => `'${e}', `).join(" or ")}regex used for validation is '${format}')`
+const maxLength = (n: number) => `must be no more than ${n} bytes`
+const byteLength = (text: string) => Buffer.byteLength(text, "utf8")
 
-/** A qualified name (`prefix/name` or `name`), as label keys must be. Returns the problem, if any. */
-const validateKey = (key: string): string | undefined => {
-  const slash = key.lastIndexOf("/")
-  const [prefix, name] = slash === -1 ? [undefined, key] : [key.slice(0, slash), key.slice(slash + 1)]
-  if (prefix !== undefined) {
-    if (prefix.length === 0) return `Invalid value: "${key}": prefix part must be non-empty`
-    if (prefix.length > 253 || !dns1123Subdomain.test(prefix)) {
-      return `Invalid value: "${key}": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`
+/** `content.IsLabelKey` of apimachinery 0.37: every problem of a key, or none. */
+const labelKeyProblems = (key: string): Array<string> => {
+  const problems: Array<string> = []
+  const parts = key.split("/")
+  if (parts.length > 2) {
+    return [
+      `a valid label key ${
+        regexError(labelKeyRule, labelKeyFormat, "MyName", "my.name", "123-abc")
+      } with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')`
+    ]
+  }
+  const name = parts.length === 1 ? parts[0]! : parts[1]!
+  if (parts.length === 2) {
+    const prefix = parts[0]!
+    if (prefix.length === 0) problems.push("prefix part must be non-empty")
+    else {
+      if (byteLength(prefix) > 253) problems.push(`prefix part ${maxLength(253)}`)
+      if (!dns1123SubdomainPattern.test(prefix)) {
+        problems.push(`prefix part ${
+          regexError(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            dns1123SubdomainFormat,
+            "example.com"
+          )
+        }`)
+      }
     }
   }
-  if (name.length === 0) return `Invalid value: "${key}": name part must be non-empty`
-  if (name.length > 63) return `Invalid value: "${key}": name part must be no more than 63 characters`
-  if (!nameRegex.test(name)) {
-    return `Invalid value: "${key}": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
+  if (name.length === 0) problems.push("name part must be non-empty")
+  else if (byteLength(name) > 63) problems.push(`name part ${maxLength(63)}`)
+  if (!labelKeyPattern.test(name)) {
+    problems.push(`name part ${regexError(labelKeyRule, labelKeyFormat, "MyName", "my.name", "123-abc")}`)
   }
-  return undefined
+  return problems
 }
 
-const validateValue = (value: string): string | undefined => {
-  if (value.length > 63) return `Invalid value: "${value}": must be no more than 63 characters`
-  if (value.length > 0 && !nameRegex.test(value)) {
-    return `Invalid value: "${value}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`
+/** `content.IsLabelValue`: every problem of a value, or none. */
+const labelValueProblems = (value: string): Array<string> => {
+  const problems: Array<string> = []
+  if (byteLength(value) > 63) problems.push(maxLength(63))
+  if (!labelValuePattern.test(value)) {
+    problems.push(
+      regexError(
+        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+        labelValueFormat,
+        "MyValue",
+        "my_value",
+        "12345"
+      )
+    )
   }
-  return undefined
+  return problems
+}
+
+/** A `field.Invalid` error's text: where, the bad value quoted, what is wrong. */
+const invalid = (path: string, value: string, detail: string) =>
+  `${path}: Invalid value: ${JSON.stringify(value)}: ${detail}`
+
+/** Go's `strconv.ParseInt(text, 10, 64)`: a signed decimal within int64, else undefined. */
+const int64Min = -(2n ** 63n)
+const int64Max = 2n ** 63n - 1n
+export const parseInt64 = (text: string): bigint | undefined => {
+  if (!/^[+-]?[0-9]+$/.test(text)) return undefined
+  const n = BigInt(text)
+  return n < int64Min || n > int64Max ? undefined : n
 }
 
 class ParseFailure {
@@ -97,109 +177,146 @@ class ParseFailure {
 }
 
 /**
- * Parses a label selector. `""` selects everything; anything the apiserver would refuse is a
- * `Left` with its reason (the apiserver answers those with 400 BadRequest).
+ * Parses a label selector as apimachinery's `labels.Parse` does (v0.37): the same lexer, the same
+ * recursive descent (where `in` and `notin` are plain words in a key or value position), the same
+ * validation of keys, values and integers, the same texts. `""` selects everything; anything the
+ * apiserver refuses (with 400 BadRequest) is a `Left` with its reason.
  */
 export const parseLabelSelector = (input: string): Either.Either<LabelSelector, SelectorParseError> => {
   const tokens = tokenize(input)
   let pos = 0
-  const peek = () => tokens[pos]!
-  const next = () => tokens[pos++]!
   const fail = (message: string): never => {
-    throw new ParseFailure(`unable to parse requirement: ${message}`)
+    throw new ParseFailure(message)
   }
-  const key = (text: string) => {
-    const problem = validateKey(text)
-    return problem === undefined ? text : fail(`<nil>: ${problem}`)
-  }
-  const value = (text: string) => {
-    const problem = validateValue(text)
-    return problem === undefined ? text : fail(`<nil>: ${problem}`)
-  }
-  const parseValues = (): Array<string> => {
-    const open = next()
-    if (open.kind !== "(") fail(`found '${describe(open)}', expected: '('`)
-    const values: Array<string> = []
+  // In a value (or key) position `in` and `notin` are words: `env=in`, `in=x`, `a notin (in)`.
+  const asValue = (token: Token): Token =>
+    token.kind === "in" || token.kind === "notin" ? { kind: "identifier", text: token.text } : token
+  const lookahead = () => asValue(tokens[pos]!)
+  const consume = () => asValue(tokens[pos++]!)
+  const consumeOperator = () => tokens[pos++]!
+
+  const identifierList = (values: Set<string>): void => {
     for (;;) {
-      const token = next()
+      const token = consume()
       if (token.kind === "identifier") {
-        values.push(value(token.text))
-        const after = next()
-        if (after.kind === ")") return values
-        if (after.kind !== ",") fail(`found '${describe(after)}', expected: ',' or ')'`)
-        continue
+        values.add(token.text)
+        const after = lookahead()
+        if (after.kind === ",") continue
+        if (after.kind === ")") return
+        fail(`found '${after.text}', expected: ',' or ')'`)
+      } else if (token.kind === ",") {
+        // `(,` and `,)` and `,,` each stand for the empty value.
+        if (values.size === 0) values.add("")
+        const after = lookahead()
+        if (after.kind === ")") {
+          values.add("")
+          return
+        }
+        if (after.kind === ",") values.add("")
+      } else {
+        fail(`found '${token.text}', expected: ',', or identifier`)
       }
-      if (token.kind === ",") {
-        values.push("")
-        continue
-      }
-      if (token.kind === ")") {
-        // `()` is the set of the empty value, and so is the tail of `(a,)`.
-        values.push("")
-        return values
-      }
-      return fail(`found '${describe(token)}', expected: ',', ')' or identifier`)
     }
+  }
+  const valueSet = (): Set<string> => {
+    const open = consume()
+    if (open.kind !== "(") fail(`found '${open.text}' expected: '('`)
+    const first = lookahead()
+    if (first.kind === "identifier" || first.kind === ",") {
+      const values = new Set<string>()
+      identifierList(values)
+      consume() // the `)` that ended the list
+      return values
+    }
+    if (first.kind === ")") {
+      consume()
+      return new Set([""])
+    }
+    return fail(`found '${first.text}', expected: ',', ')' or identifier`)
+  }
+  const exactValue = (): string => {
+    const next = lookahead()
+    if (next.kind === "end" || next.kind === ",") return ""
+    const token = consume()
+    return token.kind === "identifier" ? token.text : fail(`found '${token.text}', expected: identifier`)
+  }
+  /** `NewRequirement`'s checks of the values, every problem reported at once as apimachinery aggregates. */
+  const checked = (key: string, op: "in" | "notIn" | "gt" | "lt", values: ReadonlyArray<string>): Array<string> => {
+    const problems: Array<string> = []
+    if ((op === "gt" || op === "lt")) {
+      values.forEach((v, i) => {
+        if (parseInt64(v) === undefined) {
+          problems.push(invalid(`values[${i}]`, v, "for 'Gt', 'Lt' operators, the value must be an integer"))
+        }
+      })
+    }
+    values.forEach((v, i) => {
+      const found = labelValueProblems(v)
+      if (found.length > 0) problems.push(invalid(`values[${i}][${key}]`, v, found.join("; ")))
+    })
+    return problems
   }
   const requirement = (): LabelRequirement => {
-    const first = next()
-    if (first.kind === "!") {
-      const name = next()
-      if (name.kind !== "identifier") return fail(`found '${describe(name)}', expected: identifier after '!'`)
-      return { op: "notExists", key: key(name.text) }
-    }
-    if (first.kind !== "identifier") {
-      return fail(`found '${describe(first)}', expected: !, identifier, or 'end of string'`)
-    }
-    const k = key(first.text)
-    const op = peek()
-    switch (op.kind) {
-      case ",":
-      case "end":
-        return { op: "exists", key: k }
+    let token = consume()
+    const negated = token.kind === "!"
+    if (negated) token = consume()
+    if (token.kind !== "identifier") return fail(`found '${token.text}', expected: identifier`)
+    const key = token.text
+    const keyProblems = labelKeyProblems(key)
+    if (keyProblems.length > 0) fail(invalid("<nil>", key, keyProblems.join("; ")))
+    const after = lookahead().kind
+    if (negated) return { op: "notExists", key }
+    if (after === "end" || after === ",") return { op: "exists", key }
+    const operator = consumeOperator()
+    let op: "in" | "notIn" | "gt" | "lt"
+    let values: Array<string>
+    switch (operator.kind) {
+      case "in":
+      case "notin":
+        op = operator.kind === "in" ? "in" : "notIn"
+        values = [...valueSet()].sort()
+        break
       case "=":
       case "==":
-      case "!=": {
-        next()
-        const v = peek()
-        // `key=` is a requirement on the empty value.
-        const text = v.kind === "identifier"
-          ? (next(), v.text)
-          : v.kind === "," || v.kind === "end"
-          ? ""
-          : fail(`found '${describe(v)}', expected: identifier`)
-        return { op: op.kind === "!=" ? "notIn" : "in", key: k, values: [value(text)] }
-      }
-      case "in":
-      case "notin": {
-        next()
-        const values = parseValues()
-        if (values.length === 0) {
-          fail(`<nil>: Invalid value: "${k}": for 'in', 'notin' operators, values set can't be empty`)
-        }
-        return { op: op.kind === "in" ? "in" : "notIn", key: k, values }
-      }
+      case "!=":
+        op = operator.kind === "!=" ? "notIn" : "in"
+        values = [exactValue()]
+        break
       case ">":
-      case "<": {
-        next()
-        const v = next()
-        if (v.kind !== "identifier" || !/^-?[0-9]+$/.test(v.text)) {
-          return fail(`<nil>: Invalid value: "${describe(v)}": for 'Gt', 'Lt' operators, the value must be an integer`)
-        }
-        return { op: op.kind === ">" ? "gt" : "lt", key: k, value: Number(v.text) }
-      }
+      case "<":
+        op = operator.kind === ">" ? "gt" : "lt"
+        values = [exactValue()]
+        break
       default:
-        return fail(`found '${describe(op)}', expected: in, notin, =, ==, !=, gt, lt`)
+        return fail(`found '${operator.text}', expected: in, notin, =, ==, !=, gt, lt`)
     }
+    const problems = [...new Set(checked(key, op, values))]
+    if (problems.length === 1) fail(problems[0]!)
+    if (problems.length > 1) fail(`[${problems.join(", ")}]`)
+    return op === "gt" || op === "lt" ? { op, key, value: parseInt64(values[0]!)! } : { op, key, values }
   }
+
+  const requirements: Array<LabelRequirement> = []
   try {
-    const requirements: Array<LabelRequirement> = []
-    if (peek().kind === "end") return Either.right({ requirements })
     for (;;) {
-      requirements.push(requirement())
-      const sep = next()
-      if (sep.kind === "end") return Either.right({ requirements })
-      if (sep.kind !== ",") fail(`found '${describe(sep)}', expected: ',' or 'end of string'`)
+      const next = lookahead()
+      if (next.kind === "end") return Either.right({ requirements })
+      if (next.kind !== "identifier" && next.kind !== "!") {
+        return fail(`found '${next.text}', expected: !, identifier, or 'end of string'`)
+      }
+      try {
+        requirements.push(requirement())
+      } catch (error) {
+        if (error instanceof ParseFailure) fail(`unable to parse requirement: ${error.message}`)
+        throw error
+      }
+      const separator = consume()
+      if (separator.kind === "end") return Either.right({ requirements })
+      if (separator.kind !== ",") fail(`found '${separator.text}', expected: ',' or 'end of string'`)
+      const following = lookahead()
+      if (following.kind !== "identifier" && following.kind !== "!") {
+        fail(`found '${following.text}', expected: identifier after ','`)
+      }
     }
   } catch (error) {
     if (error instanceof ParseFailure) return Either.left({ message: error.message })
@@ -207,7 +324,10 @@ export const parseLabelSelector = (input: string): Either.Either<LabelSelector, 
   }
 }
 
-/** Whether labels satisfy every requirement. `!=` and `notin` hold for a label that is absent. */
+/**
+ * Whether labels satisfy every requirement. `!=` and `notin` hold for a label that is absent;
+ * `>` and `<` compare as int64, and a label that is not one never matches.
+ */
 export const matchesLabels = (
   selector: LabelSelector,
   labels: Readonly<Record<string, string>> | undefined
@@ -226,8 +346,9 @@ export const matchesLabels = (
         return !has || !req.values.includes(value!)
       case "gt":
       case "lt": {
-        if (!has || !/^-?[0-9]+$/.test(value!)) return false
-        return req.op === "gt" ? Number(value) > req.value : Number(value) < req.value
+        const n = has ? parseInt64(value!) : undefined
+        if (n === undefined) return false
+        return req.op === "gt" ? n > req.value : n < req.value
       }
     }
   })
