@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -238,17 +239,42 @@ describe("sandbox-watch configuration errors", () => {
       const { exited, stderr } = yield* fails(() => ["--demo", "--duration", "soon"])
       expect(exited.code).toBe(2)
       expect(stderr.join("\n")).toContain(`--duration "soon" is not a duration`)
+      expect(stderr.join("\n")).not.toContain("\x1b[")
     }), ProcessTimeout)
 })
 
 describe("sandbox-watch --help", () => {
-  it.scopedLive("lists every flag and exits 0", () =>
+  // `script` gives the program a pseudo-terminal, as an operator's shell would.
+  const helpOnTerminal = (home: string, env: Record<string, string>) =>
+    Effect.async<string>((resume) => {
+      execFile(
+        "script",
+        ["-qec", `${process.execPath} --import tsx src/cli/main.ts --help`, "/dev/null"],
+        { cwd: Program.root, env: { PATH: process.env["PATH"], HOME: home, TERM: "xterm", ...env } },
+        (_error, stdout) => resume(Effect.succeed(stdout))
+      )
+    })
+
+  it.scopedLive("on a terminal it is in colour, and plain with NO_COLOR set", () =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const coloured = yield* helpOnTerminal(home, {})
+      expect(coloured).toContain("--namespace")
+      expect(coloured).toContain("\x1b[")
+      const plain = yield* helpOnTerminal(home, { NO_COLOR: "1" })
+      expect(plain).toContain("--namespace")
+      expect(plain).not.toContain("\x1b[")
+    }), ProcessTimeout)
+
+  it.scopedLive("lists every flag and exits 0, in plain text on a pipe", () =>
     Effect.gen(function*() {
       const home = yield* tempDir
       const program = yield* Program.start(["--help"], { HOME: home })
       expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
       const help = (yield* program.stdout).join("\n")
       expect(help).toContain("sandbox-watch 0.1.0")
+      // Not a terminal: no ANSI style codes (@effect/cli writes them unasked).
+      expect(help).not.toContain("\x1b[")
       for (
         const flag of [
           "--namespace",

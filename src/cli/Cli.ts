@@ -5,7 +5,7 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
-import { Cause, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Cause, Console, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import { parseLabelSelector } from "../internal/labelSelector.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
@@ -245,7 +245,27 @@ const tracing = Layer.unwrapEffect(Effect.suspend(() => {
 }))
 
 /** Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org). */
-const colourful = () => process.stdout.isTTY === true && (process.env.NO_COLOR ?? "") === ""
+const colourful = (stream: NodeJS.WriteStream = process.stdout) =>
+  stream.isTTY === true && (process.env.NO_COLOR ?? "") === ""
+
+const ansiStyle = /\x1b\[[0-9;]*m/g
+const plain = (args: ReadonlyArray<unknown>) =>
+  args.map((arg) => (typeof arg === "string" ? arg.replace(ansiStyle, "") : arg))
+
+/**
+ * `@effect/cli` styles its help and usage errors with ANSI codes wherever they go: this console
+ * drops them from what goes to a pipe, a file, or a terminal with NO_COLOR set.
+ */
+const colourOnlyOnTerminals = (base: Console.Console): Console.Console => ({
+  ...base,
+  log: (...args) => base.log(...(colourful(process.stdout) ? args : plain(args))),
+  error: (...args) => base.error(...(colourful(process.stderr) ? args : plain(args))),
+  unsafe: {
+    ...base.unsafe,
+    log: (...args) => base.unsafe.log(...(colourful(process.stdout) ? args : plain(args))),
+    error: (...args) => base.unsafe.error(...(colourful(process.stderr) ? args : plain(args)))
+  }
+})
 
 /** The watch's silence that makes /readyz say not ready: its timeoutSeconds (240) plus its idle margin (30 s). */
 const SilenceLimit = Duration.seconds(270)
@@ -386,7 +406,7 @@ const cli = Command.run(command, { name: Name, version: Version })
  * why), a configuration error is one line on stderr and exits 1, a defect is a bug and says so.
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, ExitCode> =>
-  cli(argv).pipe(
+  Console.consoleWith((base) => Effect.withConsole(cli(argv), colourOnlyOnTerminals(base))).pipe(
     Effect.catchAll((error) =>
       ValidationError.isValidationError(error)
         ? Effect.zipRight(

@@ -8,7 +8,8 @@ import { Deferred, Effect } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
-const root = fileURLToPath(new URL("../../", import.meta.url))
+/** The checkout the program runs from. */
+export const root = fileURLToPath(new URL("../../", import.meta.url))
 
 export interface Exited {
   readonly code: number | null
