@@ -8,6 +8,7 @@ import { Context, Data, Duration, Effect, Either, Layer, Option, Redacted } from
 import * as os from "node:os"
 import * as Credentials from "./internal/credentials.ts"
 import * as KubeConfigFile from "./internal/kubeconfigFile.ts"
+import { proxyUrlProblem } from "./internal/proxy.ts"
 
 /** TLS material for the connection, already read from files or decoded from `-data` fields. */
 export interface ClusterTls {
@@ -408,6 +409,10 @@ const clusterAddress = (
       onLeft: (problem) => Effect.fail(kubeconfigError(cluster.file, `${clusterLabel}: ${problem}`)),
       onRight: Effect.succeed
     })
+    const proxyProblem = c["proxy-url"] === undefined || c["proxy-url"] === ""
+      ? undefined
+      : proxyUrlProblem(c["proxy-url"])
+    if (proxyProblem !== undefined) return yield* kubeconfigError(cluster.file, `${clusterLabel}: ${proxyProblem}`)
     const ca = yield* pem(services, {
       entryFile: cluster.file,
       label: clusterLabel,

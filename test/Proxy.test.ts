@@ -4,7 +4,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -51,10 +51,70 @@ describe("proxyFor", () => {
     expect(Option.getOrUndefined(proxyFor(server, proxyUrl, env))).toBe(proxy)
   })
 
+  it("a proxy in the environment named without a scheme is an HTTP proxy, as Go reads it", () => {
+    expect(Option.getOrUndefined(proxyFor("https://api.example", undefined, { HTTPS_PROXY: "proxy.corp:3128" })))
+      .toBe("http://proxy.corp:3128")
+  })
+
   it("NO_PROXY=* excludes everything; no proxy set means direct", () => {
     expect(excludedBy("*", "anything", "443")).toBe(true)
     expect(Option.isNone(proxyFor("https://api.example", undefined, {}))).toBe(true)
   })
+})
+
+describe("a kubeconfig proxy-url that cannot be used is refused at start, in one line", () => {
+  const refusalOf = (proxyUrl: string) =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "sw-proxy-"))),
+        (d) => Effect.sync(() => Fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const file = Path.join(dir, "config")
+      Fs.writeFileSync(
+        file,
+        stringify({
+          apiVersion: "v1",
+          kind: "Config",
+          "current-context": "c",
+          clusters: [{ name: "c", cluster: { server: "https://api.example:6443", "proxy-url": proxyUrl } }],
+          contexts: [{ name: "c", context: { cluster: "c" } }],
+          users: []
+        })
+      )
+      const resolved = yield* Effect.either(
+        KubeConfig.resolve({ path: file, env: {}, home: dir, serviceAccountDir: Path.join(dir, "none") })
+      )
+      return Either.match(resolved, {
+        onLeft: (error) => error.message.slice(error.message.indexOf("cluster \"c\"")),
+        onRight: () => "accepted"
+      })
+    }).pipe(Effect.provide(NodeContext.layer))
+
+  it.scoped.each([
+    [
+      "proxy.corp:3128",
+      `cluster "c": proxy-url "proxy.corp:3128" has no scheme: write it as http://host:port (or https://host:port)`
+    ],
+    [
+      "http://[::1",
+      `cluster "c": proxy-url "http://[::1" is not a URL: write it as http://host:port (or https://host:port)`
+    ],
+    [
+      "socks5://alice:s3cret@proxy.corp:1080",
+      `cluster "c": proxy-url "socks5://***@proxy.corp:1080" is a SOCKS proxy, which sandbox-watch does not speak: use an HTTP CONNECT proxy (http:// or https://), or run it where it can reach the apiserver directly`
+    ],
+    [
+      "ftp://proxy.corp",
+      `cluster "c": proxy-url "ftp://proxy.corp" has the unsupported scheme "ftp": it must be http:// or https://`
+    ],
+    ["http://alice:s3cret@proxy.corp:3128", "accepted"],
+    ["https://proxy.corp", "accepted"]
+  ] as ReadonlyArray<readonly [string, string]>)("%s", ([proxyUrl, expected]) =>
+    Effect.gen(function*() {
+      const said = yield* refusalOf(proxyUrl)
+      expect(said).toBe(expected)
+      expect(said).not.toContain("s3cret")
+    }))
 })
 
 describe("KubeClient through a CONNECT proxy", () => {
