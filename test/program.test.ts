@@ -118,6 +118,33 @@ describe("sandbox-watch --output ndjson against a simulated API server", () => {
   )
 })
 
+describe("sandbox-watch's client limits as flags", () => {
+  it.scopedLive(
+    "--max-line-bytes reaches the client: a watch event above it is refused, said in a log line, and the cache kept",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--max-line-bytes", "2Ki", "--headers-timeout", "5s"],
+          { HOME: dir }
+        )
+        const synced = yield* program.awaitStdout(isSynced)
+        // A 4 KiB annotation makes the watch line longer than 2 KiB.
+        yield* server.mergePatch("a", { metadata: { annotations: { big: "x".repeat(4096) } } })
+        yield* program.awaitStderr((line) => line.includes("longer than 2048 bytes"))
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        // Nothing told gone on the way.
+        expect((yield* program.stdout).slice(synced).filter(changeOf("a", (l) => l.sandbox === null))).toEqual([])
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
+})
+
 describe("sandbox-watch with no cluster configured", () => {
   it.scopedLive(
     "runs the demo, says so on stderr's first line, and stops after --duration with exit 0",
@@ -240,6 +267,21 @@ describe("sandbox-watch configuration errors", () => {
       expect(exited.code).toBe(2)
       expect(stderr.join("\n")).toContain(`--duration "soon" is not a duration`)
       expect(stderr.join("\n")).not.toContain("\x1b[")
+    }), ProcessTimeout)
+
+  it.scopedLive("a limit that is not one is a usage error: exit 2, naming the flag", () =>
+    Effect.gen(function*() {
+      for (
+        const [args, said] of [
+          [["--max-line-bytes", "lots"], `--max-line-bytes "lots": not a byte count`],
+          [["--body-timeout", "0s"], `--body-timeout "0s": must be more than 0`],
+          [["--headers-timeout", "soon"], `--headers-timeout "soon": not a duration`]
+        ] as const
+      ) {
+        const { exited, stderr } = yield* fails(() => ["--demo", ...args])
+        expect(exited.code).toBe(2)
+        expect(stderr.join("\n")).toContain(said)
+      }
     }), ProcessTimeout)
 })
 

@@ -59,11 +59,39 @@ export interface Flags {
   readonly logFormat: "text" | "json" | "logfmt"
   readonly logLevel: Option.Option<LogLevel.Literal>
   readonly metricsAddress: Option.Option<Telemetry.Address>
+  readonly headersTimeout: Option.Option<Duration.Duration>
+  readonly bodyTimeout: Option.Option<Duration.Duration>
+  readonly maxLineBytes: Option.Option<number>
 }
 
 /** A usage error about one flag's value: names the flag and points to --help. */
 const invalid = (flag: string, text: string, why: string) =>
   Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} ${JSON.stringify(text)}: ${why}; see --help`)))
+
+/** A byte count: a whole number, or one with a binary suffix (`16Mi`, `512Ki`, `1Gi`). */
+export const parseBytes = (text: string): Option.Option<number> => {
+  const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(text.trim())
+  if (match === null) return Option.none()
+  const n = Number(match[1]) *
+    (match[2] === "Gi" ? 2 ** 30 : match[2] === "Mi" ? 2 ** 20 : match[2] === "Ki" ? 2 ** 10 : 1)
+  return Number.isSafeInteger(n) && n > 0 ? Option.some(n) : Option.none()
+}
+
+/** A flag that takes a duration (`30s`, `2m`), said wrong in one line. */
+const durationFlag = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("duration"),
+    Options.withDescription(description),
+    Options.mapEffect((text) =>
+      Option.match(parseDuration(text), {
+        onNone: () => invalid(name, text, "not a duration; try 30s, 5m or 1h30m"),
+        onSome: (
+          d
+        ) => (Duration.greaterThan(d, Duration.zero) ? Effect.succeed(d) : invalid(name, text, "must be more than 0"))
+      })
+    ),
+    Options.optional
+  )
 
 /** `--namespace --demo` is a forgotten value, not a namespace called `--demo`. */
 const notAFlag = (flag: string) => (text: string) =>
@@ -153,6 +181,27 @@ const flags = {
     Options.mapEffect((text) =>
       Option.match(Telemetry.parseAddress(text), {
         onNone: () => invalid("metrics-address", text, "not HOST:PORT"),
+        onSome: Effect.succeed
+      })
+    ),
+    Options.optional
+  ),
+  headersTimeout: durationFlag(
+    "headers-timeout",
+    "How long a request to the apiserver may wait for its answer's status and headers. Default: `30s`."
+  ),
+  bodyTimeout: durationFlag(
+    "body-timeout",
+    "How long a list page or another answer that is not a watch may take to arrive whole. Default: `60s`."
+  ),
+  maxLineBytes: Options.text("max-line-bytes").pipe(
+    Options.withPseudoName("bytes"),
+    Options.withDescription(
+      "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
+    ),
+    Options.mapEffect((text) =>
+      Option.match(parseBytes(text), {
+        onNone: () => invalid("max-line-bytes", text, "not a byte count; try 16Mi or 1048576"),
         onSome: Effect.succeed
       })
     ),
@@ -275,10 +324,17 @@ const writeStdout = (text: string) =>
     process.stdout.write(text, (error) => resume(error ? Effect.fail(new StdoutClosed()) : Effect.void))
   })
 
-const watchLayer = (namespace: string, selector: string) =>
+/** The client's limits the flags set; an unset flag keeps the library's default. */
+const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
+  ...Option.match(f.headersTimeout, { onNone: () => ({}), onSome: (headersTimeout) => ({ headersTimeout }) }),
+  ...Option.match(f.bodyTimeout, { onNone: () => ({}), onSome: (bodyTimeout) => ({ bodyTimeout }) }),
+  ...Option.match(f.maxLineBytes, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) })
+})
+
+const watchLayer = (namespace: string, f: Flags) =>
   Orchestrator.layer.pipe(
-    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: selector })),
-    Layer.provide(KubeClient.layer)
+    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: f.selector })),
+    Layer.provide(KubeClient.layerWith(clientOptions(f)))
   )
 
 /** The program, given its flags. */
@@ -342,7 +398,7 @@ export const run = (f: Flags) =>
         )
         return yield* watchAndServe(namespace).pipe(
           Effect.provide(
-            watchLayer(namespace, f.selector).pipe(
+            watchLayer(namespace, f).pipe(
               Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))
             )
           )
@@ -373,7 +429,7 @@ export const run = (f: Flags) =>
         yield* watchAndServe(namespace)
       }).pipe(
         Effect.scoped,
-        Effect.provide(watchLayer(namespace, f.selector).pipe(Layer.provideMerge(demoLayer))),
+        Effect.provide(watchLayer(namespace, f).pipe(Layer.provideMerge(demoLayer))),
         Effect.catchTag("ServeError", (error) =>
           Effect.fail(
             new ConfigurationError({ message: `the demo could not start its simulated API server: ${error.message}` })
