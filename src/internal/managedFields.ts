@@ -12,9 +12,8 @@
  * anything is not as expected the bytes are decoded whole. (What is inside the array is not
  * checked: nothing reads it.)
  *
- * Measured on the benchmark's Sandboxes (`npx tsx scratchpad/managedFieldsCut.ts`): 10,000 watch
- * lines decoded and parsed in 94-97 ms against 104-106 ms whole; a list page of 500 in 5.1-5.3 ms
- * against 5.9-6.2 ms. The same cut on decoded strings cost as much as it saved.
+ * Done for speed, on bytes rather than decoded strings (where the cut cost as much as it saved):
+ * `npx tsx scratchpad/managedFieldsCut.ts` measures both on the benchmark's Sandboxes.
  *
  * @internal
  */
@@ -80,8 +79,8 @@ export const decodeWithoutManagedFields = (bytes: Buffer, start: number, end: nu
  * The same for the text of one object (a watch line): its first `"managedFields": [...]` member is
  * cut, and the rest is not searched. The object's own metadata comes before its spec and status (the
  * apiserver writes keys in order), so that is the one; a later one would only be parsed. Not
- * searching the rest of the line (and on into the chunk's next line) for more: 2.1 → 1.3 µs per
- * watch line in 64 KiB chunks (`npx tsx scratchpad/managedFieldsCut.ts`).
+ * searching the rest of the line (and on into the chunk's next line) is faster
+ * (`npx tsx scratchpad/managedFieldsCut.ts`).
  */
 export const decodeObjectWithoutManagedFields = (bytes: Buffer, start: number, end: number): string =>
   decodeCutting(bytes, start, end, 1)
@@ -114,8 +113,8 @@ const decodeCutting = (bytes: Buffer, start: number, end: number, most: number):
   if (from === start) return bytes.toString("utf8", start, end)
   kept.push(from, end)
   // The bytes joined, then decoded once: decoding each span and joining the texts made a rope that
-  // `JSON.parse` flattened into a third copy, 2.3 KB more per watch line to collect. Joined in one
-  // reused buffer: a fresh `Buffer.allocUnsafe` per line cost more than the decoding.
+  // `JSON.parse` flattened into a third copy. Joined in one reused buffer: a fresh
+  // `Buffer.allocUnsafe` per line cost more than the decoding (`scratchpad/managedFieldsCut.ts`).
   let size = 0
   for (let i = 0; i < kept.length; i += 2) size += kept[i + 1]! - kept[i]!
   const joined = size <= MaxReusedBytes ? reusedBuffer(size) : Buffer.allocUnsafe(size)
@@ -125,8 +124,8 @@ const decodeCutting = (bytes: Buffer, start: number, end: number, most: number):
 }
 
 /**
- * Watch lines (a few KB) are joined in one buffer kept for the purpose; a list page (~1.5 MB for
- * 500 Sandboxes) in its own, once per page, so the process does not keep megabytes for it.
+ * Watch lines (a few KB) are joined in one buffer kept for the purpose; a list page (megabytes) in
+ * its own, once per page, so the process does not keep megabytes for it.
  */
 const MaxReusedBytes = 256 * 1024
 let reused = Buffer.alloc(0)

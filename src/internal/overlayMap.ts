@@ -4,16 +4,15 @@
  * (the base); the changes since are a persistent `HashMap` over it (the overlay). Every version stays
  * valid: a write makes a new overlay and never touches the base.
  *
- * Why not one `HashMap`: building one of 10,000 entries from a list is the persistent map's code
- * running for the first time, 30–40 ms between the last page and `synced` at the start of a process
- * (16–21 ms alone in `npx tsx scratchpad/overlayMapCost.ts`), against 3–4 ms for a `Map`; the
- * benchmark's time to synced fell by about that much (test/bench/results/2026-12-04-sixth-pass.md).
+ * Why not one `HashMap`, for speed: building one from a whole list is the persistent map's code
+ * running cold, between the last page and `synced`, where a `Map` is many times cheaper
+ * (`npx tsx scratchpad/overlayMapCost.ts`; the bench's sync row).
  *
  * Once the overlay holds a quarter as many names as the base, the write that made it so moves the
  * base's other entries into the overlay, which from then on is the whole map (until the next list):
  * superseded values are held no longer than that, and the map's code is warm by then. Folding into
- * a new base `Map` each time instead cost the benchmark's throughput 3–4% (a 10,000-entry copy every
- * ~2,900 events over 10,000 names).
+ * a new base `Map` each time instead cost throughput (a copy of the whole map every few thousand
+ * events; the bench's tp row).
  *
  * @internal
  */

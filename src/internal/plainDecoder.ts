@@ -118,8 +118,8 @@ const isKeyedMember = (ast: AST.AST): boolean => {
 /**
  * A struct or record compiles to generated code (one `new Function` per TypeLiteral, at compile
  * time): named loads and stores on constant keys keep V8's inline caches monomorphic, where a loop
- * over the key names made every load and store megamorphic (measured: 6.2 against 2.6 µs for a
- * Sandbox). Keys enter the code only as `JSON.stringify`'d string literals; literals and nested
+ * over the key names made every load and store megamorphic, and the decode of a Sandbox more than
+ * twice as slow (the bench's tp row). Keys enter the code only as `JSON.stringify`'d string literals; literals and nested
  * decoders as parameters.
  *
  * The Schema tells an own key from an absent one with `hasOwnProperty` (an absent optional key is

@@ -104,8 +104,8 @@ export const applyList = (
       }
       continue
     }
-    // Looked up only when there are any: on a first list the persistent map's code, running for the
-    // first time, cost 7–12 ms of the 11–17 (`npx tsx scratchpad/overlayMapCost.ts`).
+    // Looked up only when there are any: on a first list the persistent map's code would run cold,
+    // most of the list's cost (`npx tsx scratchpad/overlayMapCost.ts`).
     if (anyTombstones) {
       const deletedAt = HashMap.get(old.tombstones, name)
       // A state no newer than the deletion we told is the past, not a re-creation.
