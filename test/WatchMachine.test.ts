@@ -20,14 +20,20 @@ const settings: WatchMachine.MachineSettings = {
   cap: Duration.seconds(30)
 }
 
-const listing = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason })
-const watching = (resourceVersion: string, oversizedAt?: string) => State.Watching({ resourceVersion, oversizedAt })
+const listing = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason, lists: "paged" })
+const streaming = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason, lists: "stream" })
+const watching = (resourceVersion: string, oversizedAt?: string) =>
+  State.Watching({ resourceVersion, oversizedAt, lists: "paged" })
+const watchingAfterStream = (resourceVersion: string) =>
+  State.Watching({ resourceVersion, oversizedAt: undefined, lists: "stream" })
 
 /** A row's expectation, short: the next state, the pause, the restart reason. */
 const show = (state: WatchState) =>
   state._tag === "NeedsList"
-    ? `list(${state.reason})`
-    : `watch(${state.resourceVersion}${state.oversizedAt === undefined ? "" : `, oversized at ${state.oversizedAt}`})`
+    ? `${state.lists === "stream" ? "stream" : "list"}(${state.reason})`
+    : `watch(${state.resourceVersion}${state.oversizedAt === undefined ? "" : `, oversized at ${state.oversizedAt}`}${
+      state.lists === "stream" ? ", lists streamed" : ""
+    })`
 const showPause = (pause: Pause) =>
   pause._tag === "RetryAfter" ? `retry-after ${Duration.toMillis(pause.delay)}ms` : pause._tag.toLowerCase()
 
@@ -304,7 +310,164 @@ const rows: ReadonlyArray<Row> = [
   }
 ]
 
+const auto: WatchMachine.MachineSettings = { ...settings, listMode: "auto" }
+const streamOnly: WatchMachine.MachineSettings = { ...settings, listMode: "stream" }
+const unprocessable = statusError(422, "Invalid", "resourceVersionMatch is forbidden for watch")
+
+interface StreamRow extends Row {
+  readonly settings: WatchMachine.MachineSettings
+}
+
+const streamRows: ReadonlyArray<StreamRow> = [
+  {
+    rule: "16. the first list streams in auto and stream modes, pages in paged mode",
+    settings: auto,
+    from: WatchMachine.initialFor("auto"),
+    end: End.StreamListed({ resourceVersion: "30" }),
+    next: "watch(30, lists streamed)",
+    pause: "none",
+    restart: undefined
+  },
+  {
+    rule: "16. after the end bookmark a dropped watch resumes as a plain watch from the newest resourceVersion",
+    settings: auto,
+    from: watchingAfterStream("30"),
+    end: End.WatchFailed({ error: transportError(), resourceVersion: "34", heard: true }),
+    next: "watch(34, lists streamed)",
+    pause: "backoff",
+    restart: "transport"
+  },
+  {
+    rule: "16. a re-list after a 410 streams again",
+    settings: auto,
+    from: watchingAfterStream("30"),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "30", heard: true }),
+    next: "stream(expired)",
+    pause: "none",
+    restart: "expired"
+  },
+  {
+    rule: "17. an ERROR before the end bookmark drops the draft: stream again after the back-off",
+    settings: auto,
+    from: streaming(),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "", heard: true }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. a 504 too-large ERROR before the end bookmark: the same",
+    settings: auto,
+    from: streaming("expired"),
+    end: End.ErrorEvent({ status: errorEvent(504, "Timeout"), resourceVersion: "", heard: true }),
+    next: "stream(expired)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. a connection that dies before the end bookmark: stream again after the back-off, never resume",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({ error: transportError(), resourceVersion: "25", heard: true }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "transport"
+  },
+  {
+    rule: "17. a close before the end bookmark: stream again after the back-off",
+    settings: auto,
+    from: streaming(),
+    end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 1_000 }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. silence before the end bookmark: stream again after the back-off",
+    settings: auto,
+    from: streaming(),
+    end: End.Idle({ resourceVersion: "25" }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. a 429 before the end bookmark waits the Retry-After, and streams again",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({
+      error: statusError(429, "TooManyRequests", "storage is (re)initializing", { retryAfterSeconds: 1 }),
+      resourceVersion: "",
+      heard: false
+    }),
+    next: "stream(initial)",
+    pause: "retry-after 1000ms",
+    restart: "429"
+  },
+  {
+    rule: "18. auto: a 422 to the streaming request moves every list to pages, at once",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({ error: unprocessable, resourceVersion: "", heard: false }),
+    next: "list(initial)",
+    pause: "none",
+    restart: "stream-unsupported"
+  },
+  {
+    rule: "18. auto: a bookmark without the end annotation (the server ignored sendInitialEvents): pages",
+    settings: auto,
+    from: streaming("expired"),
+    end: End.StreamUnsupported({ why: "a bookmark came before the end of the initial events" }),
+    next: "list(expired)",
+    pause: "none",
+    restart: "stream-unsupported"
+  },
+  {
+    rule: "18. stream mode: a 422 is a failure like any other; stream again after the back-off",
+    settings: streamOnly,
+    from: streaming(),
+    end: End.WatchFailed({ error: unprocessable, resourceVersion: "", heard: false }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "422"
+  },
+  {
+    rule: "18. a 403 to the streaming request is RBAC, not a refusal to stream: back off, stream again",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({ error: statusError(403, "Forbidden", "no"), resourceVersion: "", heard: false }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "403"
+  },
+  {
+    rule: "18. once paged, a re-list stays paged",
+    settings: auto,
+    from: watching("40"),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "40", heard: true }),
+    next: "list(expired)",
+    pause: "none",
+    restart: "expired"
+  }
+]
+
 describe("watchMachine.step", () => {
+  it.each(streamRows)("$rule", (row) => {
+    const transition = WatchMachine.step(row.from, row.end, row.settings)
+    expect({
+      next: show(transition.next),
+      pause: showPause(transition.pause),
+      restart: transition.restart
+    }).toEqual({ next: row.next, pause: row.pause, restart: row.restart })
+    if (transition.restart !== undefined) expect(transition.message?.length ?? 0).toBeGreaterThan(10)
+  })
+
+  it("16. the first state follows the list mode", () => {
+    expect(show(WatchMachine.initialFor("auto"))).toBe("stream(initial)")
+    expect(show(WatchMachine.initialFor("stream"))).toBe("stream(initial)")
+    expect(show(WatchMachine.initialFor("paged"))).toBe("list(initial)")
+  })
+
   it.each(rows)("$rule", (row) => {
     const transition = WatchMachine.step(row.from, row.end, settings)
     expect({

@@ -41,6 +41,22 @@
  *     a list older than it or than the name's deletion, is not told.
  * 15. A line over the size cap is retried from the same resourceVersion once, with the back-off;
  *     the second time at that resourceVersion the watch cannot get past it, so it re-lists.
+ * 16. A list may be a **streaming list** (`listMode` `"stream"`, or `"auto"`, the default): one
+ *     watch with `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`, no resourceVersion
+ *     (a consistent start) and bookmarks. Its `ADDED` events fill a draft, not the cache; the
+ *     bookmark annotated `k8s.io/initial-events-end` is the list landing at its resourceVersion
+ *     (rule 1's one step, rules 10, 11 and 13 as for a paged list), and the same connection goes on
+ *     as the watch. Every later watch is a plain one from the newest resourceVersion: a resume
+ *     never asks for the initial events again.
+ * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
+ *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
+ *     silence, a close); never a resume from a half-known state.
+ * 18. In `"auto"`, a server that cannot stream a list says so in one of two ways: it refuses the
+ *     request with a 4xx `Status` (400, 404, 405, 415, 422: 1.20 forbids resourceVersionMatch on a
+ *     watch, a newer server with the WatchList gate off rejects the parameters), or it sends a
+ *     bookmark without the end annotation (it ignored `sendInitialEvents`). Then every list is
+ *     paged for the life of the watch, at once, said once. In `"stream"` these are failures like
+ *     rule 7.
  *
  * Rules 10–14 are the cache's (`sandboxCache.ts`); the others are decided here.
  *
@@ -53,6 +69,12 @@ import type { Status } from "../KubeStatus.ts"
 // ---------------------------------------------------------------------------------------------
 // States
 // ---------------------------------------------------------------------------------------------
+
+/** How lists are taken: streamed (rule 16) or in pages. */
+export type ListKind = "stream" | "paged"
+
+/** The list mode asked for: stream, page, or stream until the server says it cannot (rule 18). */
+export type ListMode = "auto" | "stream" | "paged"
 
 /** Why a list is needed; also the `reason` label of the re-list metric. */
 export type ListReason =
@@ -68,17 +90,22 @@ export type WatchState = Data.TaggedEnum<{
    * The cache cannot continue from any resourceVersion (the start, or the server said the one we
    * had is gone): the next round lists.
    */
-  NeedsList: { readonly reason: ListReason }
+  NeedsList: { readonly reason: ListReason; readonly lists: ListKind }
   /**
    * The next round watches from `resourceVersion`, the newest heard. `oversizedAt` is the
    * resourceVersion a line over the cap was last met at (rule 15), if the last round ended so.
    */
-  Watching: { readonly resourceVersion: string; readonly oversizedAt: string | undefined }
+  Watching: { readonly resourceVersion: string; readonly oversizedAt: string | undefined; readonly lists: ListKind }
 }>
 
 export const WatchState = Data.taggedEnum<WatchState>()
 
-export const initial: WatchState = WatchState.NeedsList({ reason: "initial" })
+/** The first state: a list, of the kind the mode starts with. */
+export const initialFor = (mode: ListMode): WatchState =>
+  WatchState.NeedsList({ reason: "initial", lists: mode === "paged" ? "paged" : "stream" })
+
+/** The first state of a watch that lists in pages. */
+export const initial: WatchState = initialFor("paged")
 
 // ---------------------------------------------------------------------------------------------
 // Pauses
@@ -124,6 +151,13 @@ export type RoundEnd = Data.TaggedEnum<{
   Idle: { readonly resourceVersion: string }
   /** The server closed the watch after `ranMillis`. */
   Closed: { readonly resourceVersion: string; readonly heard: boolean; readonly ranMillis: number }
+  /**
+   * A streaming list reached its end bookmark at `resourceVersion`: the draft became the cache, and
+   * the same connection goes on as the watch (rule 16).
+   */
+  StreamListed: { readonly resourceVersion: string }
+  /** A streaming list's server showed it does not stream (rule 18): `why`, in words. */
+  StreamUnsupported: { readonly why: string }
   /** A defect in the loop's own code stopped it: nothing the cluster said. */
   Defect: {}
 }>
@@ -139,6 +173,8 @@ export interface MachineSettings {
   readonly timeoutSeconds: number
   readonly floor: Duration.Duration
   readonly cap: Duration.Duration
+  /** Rule 18: whether a server that cannot stream a list moves the watch to pages. Default `"paged"`. */
+  readonly listMode?: ListMode | undefined
 }
 
 /** Where the loop goes next, after which pause, and what it tells a person and the metrics. */
@@ -163,31 +199,40 @@ export const FullTermShare = 0.9
 
 /** The one step: every arm returns the next state. */
 export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings): Transition => {
+  const lists = state.lists
+  // Rules 17 and 18: a streaming list's round that ended before its end bookmark.
+  if (state._tag === "NeedsList" && state.lists === "stream" && end._tag !== "StreamListed" && end._tag !== "Defect") {
+    return ofUnfinishedStream(state, end, settings)
+  }
   switch (end._tag) {
     case "Listed":
-      return { next: watching(end.resourceVersion), pause: none, restart: undefined, message: undefined }
+    case "StreamListed":
+      return { next: watching(end.resourceVersion, lists), pause: none, restart: undefined, message: undefined }
+    case "StreamUnsupported":
+      // Only a streaming list's round ends so (handled above); a stray one changes nothing.
+      return { next: state, pause: floor, restart: undefined, message: end.why }
     case "ListFailed":
       return ofClientError(end.error, resumePoint(state), "list", settings)
     case "WatchFailed":
       if (end.error._tag === "KubeLineTooLongError") return ofLineTooLong(state, end.resourceVersion, end.error)
-      return ofClientError(end.error, watching(end.resourceVersion), "watch", settings)
+      return ofClientError(end.error, watching(end.resourceVersion, lists), "watch", settings)
     case "ErrorEvent":
-      return ofErrorEvent(end, settings)
+      return ofErrorEvent(end, lists, settings)
     case "Idle":
       return {
-        next: watching(end.resourceVersion),
+        next: watching(end.resourceVersion, lists),
         pause: none,
         restart: "idle",
         message: `the watch was silent for longer than ${settings.timeoutSeconds}s plus the idle margin; ` +
           `the connection is taken for dead`
       }
     case "Closed":
-      return ofClose(end, settings)
+      return ofClose(end, lists, settings)
     case "Defect":
       // Whatever the loop was doing is not to be trusted: start again from a list, after the
       // longest pause (a defect that comes back at once must not spin).
       return {
-        next: relist("defect"),
+        next: relist("defect", lists),
         pause: Pause.RetryAfter({ delay: settings.cap }),
         restart: "defect",
         message: "a defect in sandbox-watch's own code stopped the watch loop (a bug: please report it with " +
@@ -198,18 +243,67 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
 
 /** Describes the next state for a log line: "re-listing", "resuming from resourceVersion 42". */
 export const describeNext = (next: WatchState): string =>
-  next._tag === "NeedsList" ? "re-listing" : `resuming from resourceVersion ${next.resourceVersion}`
+  next._tag === "NeedsList"
+    ? next.lists === "stream" ? "re-listing (streaming)" : "re-listing"
+    : `resuming from resourceVersion ${next.resourceVersion}`
 
 // -- the arms ----------------------------------------------------------------------------------
 
-const watching = (resourceVersion: string): WatchState =>
-  WatchState.Watching({ resourceVersion, oversizedAt: undefined })
+const watching = (resourceVersion: string, lists: ListKind): WatchState =>
+  WatchState.Watching({ resourceVersion, oversizedAt: undefined, lists })
 
 /** A failed list changes nothing the loop knew: it lists again (or watches, if it could). */
 const resumePoint = (state: WatchState): WatchState =>
-  state._tag === "Watching" ? watching(state.resourceVersion) : state
+  state._tag === "Watching" ? watching(state.resourceVersion, state.lists) : state
 
-const relist = (reason: ListReason): WatchState => WatchState.NeedsList({ reason })
+const relist = (reason: ListReason, lists: ListKind): WatchState => WatchState.NeedsList({ reason, lists })
+
+/** Rule 18: the 4xx answers that say "not this request", as opposed to who we are or how fast we ask. */
+const refusesStreaming = (error: KubeError.KubeClientError): boolean =>
+  error._tag === "KubeStatusError" && [400, 404, 405, 415, 422].includes(error.code)
+
+/** Rules 17 and 18: a streaming list's round ended before its end bookmark. */
+const ofUnfinishedStream = (
+  state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
+  end: RoundEnd,
+  settings: MachineSettings
+): Transition => {
+  const unsupported = end._tag === "StreamUnsupported"
+    ? end.why
+    : end._tag === "WatchFailed" && refusesStreaming(end.error)
+    ? `the server refused a streaming list (${end.error.message})`
+    : undefined
+  if (unsupported !== undefined && settings.listMode === "auto") {
+    return {
+      next: relist(state.reason, "paged"),
+      pause: none,
+      restart: "stream-unsupported",
+      message: `${unsupported}; every list is paged from now on`
+    }
+  }
+  if (end._tag === "WatchFailed") {
+    // Rules 6, 7 and 9 hold as for a list: the draft is dropped, and the next list streams again.
+    return ofClientError(end.error, state, "list", settings)
+  }
+  const said = unsupported ??
+    (end._tag === "ErrorEvent"
+      ? `the streaming list sent an ERROR before its end bookmark (${end.status.code ?? "no code"} ${
+        end.status.reason ?? ""
+      }: ${end.status.message ?? "no message"})`
+      : end._tag === "Idle"
+      ? `the streaming list was silent for longer than ${settings.timeoutSeconds}s plus the idle margin before its end bookmark`
+      : "the streaming list ended before its end bookmark")
+  // A 429 inside the stream waits what the server asked, as rule 6 has it.
+  const seconds = end._tag === "ErrorEvent" && end.status.code === 429
+    ? end.status.details?.retryAfterSeconds
+    : undefined
+  return {
+    next: relist(state.reason, "stream"),
+    pause: seconds === undefined ? backoff : retryAfter(Duration.seconds(seconds), settings),
+    restart: "stream-unfinished",
+    message: `${said}; what it sent so far is dropped`
+  }
+}
 
 /** The delay a server asked for, kept between the floor (rule 6: never a hot loop) and the cap. */
 const retryAfter = (delay: Duration.Duration, settings: MachineSettings): Pause =>
@@ -227,7 +321,7 @@ const ofClientError = (
   // request.
   if (KubeError.isExpired(error)) {
     return {
-      next: relist("expired"),
+      next: relist("expired", resume.lists),
       pause: backoff,
       restart: "expired",
       message: `resourceVersion${at} expired (${error.message})`
@@ -235,7 +329,7 @@ const ofClientError = (
   }
   if (KubeError.isTooLargeResourceVersion(error)) {
     return {
-      next: relist("too-large-resource-version"),
+      next: relist("too-large-resource-version", resume.lists),
       pause: backoff,
       restart: "too-large-resource-version",
       message: `the server has not reached resourceVersion${at} yet (${error.message})`
@@ -295,14 +389,14 @@ const restartReason = (error: KubeError.KubeClientError): string => {
 const ofLineTooLong = (state: WatchState, resourceVersion: string, error: KubeError.KubeLineTooLongError): Transition =>
   state._tag === "Watching" && state.oversizedAt === resourceVersion
     ? {
-      next: relist("line-too-long"),
+      next: relist("line-too-long", state.lists),
       pause: backoff,
       restart: "line-too-long",
       message: `a line over the size cap again at resourceVersion ${resourceVersion}: the watch cannot get past it ` +
         `(${error.message})`
     }
     : {
-      next: WatchState.Watching({ resourceVersion, oversizedAt: resourceVersion }),
+      next: WatchState.Watching({ resourceVersion, oversizedAt: resourceVersion, lists: state.lists }),
       pause: backoff,
       restart: "line-too-long",
       message: error.message
@@ -311,6 +405,7 @@ const ofLineTooLong = (state: WatchState, resourceVersion: string, error: KubeEr
 /** Rules 5 and 6, for an `ERROR` inside the watch's 200. */
 const ofErrorEvent = (
   end: Extract<RoundEnd, { readonly _tag: "ErrorEvent" }>,
+  lists: ListKind,
   settings: MachineSettings
 ): Transition => {
   const { heard, resourceVersion, status } = end
@@ -318,7 +413,7 @@ const ofErrorEvent = (
   if (status.code === 429) {
     const seconds = status.details?.retryAfterSeconds
     return {
-      next: watching(resourceVersion),
+      next: watching(resourceVersion, lists),
       pause: seconds === undefined ? backoff : retryAfter(Duration.seconds(seconds), settings),
       restart: "429",
       message: `the watch sent an ERROR: the server is throttling us (${said})`
@@ -329,13 +424,13 @@ const ofErrorEvent = (
   const pause = heard ? none : backoff
   return KubeError.isExpiredStatus(status)
     ? {
-      next: relist("expired"),
+      next: relist("expired", lists),
       pause,
       restart: "expired",
       message: `resourceVersion ${resourceVersion} expired (${status.message ?? "410 Gone"})`
     }
     : {
-      next: relist("error-event"),
+      next: relist("error-event", lists),
       pause,
       restart: "error-event",
       message: `the watch sent an ERROR (${said})`
@@ -343,8 +438,12 @@ const ofErrorEvent = (
 }
 
 /** Rules 3 and 8. */
-const ofClose = (end: Extract<RoundEnd, { readonly _tag: "Closed" }>, settings: MachineSettings): Transition => {
-  const next = watching(end.resourceVersion)
+const ofClose = (
+  end: Extract<RoundEnd, { readonly _tag: "Closed" }>,
+  lists: ListKind,
+  settings: MachineSettings
+): Transition => {
+  const next = watching(end.resourceVersion, lists)
   if (end.heard) return { next, pause: none, restart: undefined, message: undefined }
   if (end.ranMillis >= settings.timeoutSeconds * 1000 * FullTermShare) {
     return { next, pause: none, restart: undefined, message: "the watch ran its term without a change" }
