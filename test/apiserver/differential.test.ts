@@ -18,6 +18,7 @@ import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../../src/SimulatedApiServer.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Recorder } from "./watchSupport.ts"
 import { clientOn, recordAll, recordChanges, sandboxBody, versionOf, waitFor } from "./watchSupport.ts"
@@ -425,6 +426,53 @@ const selections = (admin: KubeClient.KubeClientService, run: string) =>
     return answers
   })
 
+/**
+ * A streaming list of three Sandboxes (`sendInitialEvents`), then one change on the same
+ * connection: the events in order (the end bookmark written `END`), or the refusal.
+ */
+const streamingList = (admin: KubeClient.KubeClientService, run: string) =>
+  Effect.gen(function*() {
+    const labelSelector = `jr2.dev/run=${run}`
+    for (const name of ["c", "a", "b"]) yield* admin.create(SandboxResource, ns, sandboxBody(ns, `${run}-${name}`, run))
+    const listed = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
+    const newest = Math.max(...listed.items.map((i) => Number(i.metadata.resourceVersion)))
+    const seen: Array<string> = []
+    let changed = false
+    const answer = yield* admin.watch(SandboxResource, Raw, {
+      namespace: ns,
+      labelSelector,
+      sendInitialEvents: true,
+      resourceVersionMatch: "NotOlderThan",
+      allowWatchBookmarks: true,
+      timeoutSeconds: 10
+    }).pipe(
+      Stream.tap((event) => {
+        if (event.type === "BOOKMARK") {
+          const end = event.annotations[InitialEventsEndAnnotation] === "true"
+          seen.push(
+            end
+              ? `END ${Number(event.resourceVersion) >= newest ? "at or after the objects" : "before them"}`
+              : "BOOKMARK"
+          )
+        } else if (event.type === "ADDED" || event.type === "MODIFIED" || event.type === "DELETED") {
+          seen.push(`${event.type} ${event.name.slice(run.length + 1)}`)
+        } else seen.push(event.type)
+        return event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true" && !changed
+          ? Effect.asVoid(
+            admin.mergePatch(SandboxResource, ns, `${run}-a`, { status: { phase: "Ready" } }, { subresource: "status" })
+          ).pipe(Effect.tap(() => {
+            changed = true
+          }))
+          : Effect.void
+      }),
+      Stream.takeUntil((event) => event.type === "MODIFIED"),
+      Stream.runDrain,
+      Effect.as({ events: seen }),
+      Effect.catchAll((error) => Effect.succeed({ refused: refusal(error) }))
+    )
+    return answer
+  })
+
 describe("the simulated API server against the real kube-apiserver", () => {
   it.live(
     "bookmarks: only once something newer than where the watch stands happened to any Sandbox, selected or not",
@@ -503,6 +551,34 @@ describe("the simulated API server against the real kube-apiserver", () => {
               selector === "tier in (web,,)" ? [selector, ["web"]] as const : [selector, answer] as const
             )
           )
+        }
+      })),
+    60_000
+  )
+
+  it.live(
+    "a streaming list: the same objects, in the same order, the end bookmark, then the watch goes on",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const context = yield* Layer.build(
+          SimulatedApiServer.layerWithKubeConfig({ resource: SandboxResource, namespace: ns })
+        )
+        const simulated = yield* streamingList(yield* clientOn(Context.get(context, KubeConfig)), "dif-stream")
+        const real = yield* streamingList(yield* clientOn(Facts.connection(facts)), "dif-stream")
+        const streamed = ["ADDED a", "ADDED b", "ADDED c", "END at or after the objects", "MODIFIED a"]
+        if (facts.minor >= 37) {
+          // Names in key order, the end bookmark at the list's resourceVersion, then the watch.
+          expect(real).toEqual({ events: streamed })
+          expect(simulated).toEqual(real)
+        } else {
+          // 1.20 knows no streaming list: resourceVersionMatch is forbidden on a watch (and with
+          // no resourceVersion), a 422 the watch takes for "list in pages" (rule 18). The
+          // simulator streams, as 1.37 does.
+          expect(real).toMatchObject({ refused: { code: 422, reason: "Invalid" } })
+          expect((real as { refused: { message: string } }).refused.message).toContain(
+            "resourceVersionMatch is forbidden for watch"
+          )
+          expect(simulated).toEqual({ events: streamed })
         }
       })),
     60_000
