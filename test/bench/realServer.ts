@@ -168,7 +168,9 @@ export const startSeeded = async (
           (size / 1024).toFixed(1)
         } KB each as served: ` +
         `the server writes its own managedFields), one paged and one whole list as warm-up. ` +
-        `Every client lists without a resourceVersion, so each list is read from etcd (the watch cache serves only watches). ` +
+        (Number(KubeVersion.split(".")[1]) >= 34
+          ? `Every client lists without a resourceVersion: a consistent list, which this server answers from its watch cache once etcd has confirmed the current revision (ConsistentListFromCache, GA in 1.34). `
+          : `Every client lists without a resourceVersion, so each list is read from etcd (the watch cache serves only watches). `) +
         `Unlike the replay rows, these figures include the server's own work (etcd reads, decoding, serialization, TLS), ` +
         `on the same CPUs as the client; × floor compares with the floor against this server on the same Node.`
       return { target, about, stop: server.stop }
