@@ -58,6 +58,7 @@ import type { FullList } from "./KubeClient.ts"
 import { KubeClient } from "./KubeClient.ts"
 import { DefaultLabelSelector, Sandbox, SandboxResource } from "./Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "./WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "./WatchEvent.ts"
 
 /** One name's new state: the Sandbox as the cluster now says it is, or none when it says gone. */
 export interface SandboxChange {
@@ -134,6 +135,13 @@ export interface SandboxWatchOptions {
   readonly pageSize?: number
   /** Randomise back-offs by ±20% so many watchers do not retry in step. Default true. */
   readonly jitter?: boolean
+  /**
+   * How lists are taken (rules 16–18 of `internal/watchMachine.ts`): `"paged"` (the default, for
+   * now), `"stream"` (one watch with `sendInitialEvents`: the objects one at a time, never a page
+   * in memory; needs kube-apiserver 1.27+ with WatchList, on by default since 1.32), or `"auto"`
+   * (stream, and page for the life of the watch once the server shows it cannot stream).
+   */
+  readonly listMode?: WatchMachine.ListMode
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,7 +234,8 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
     timeoutSeconds,
     idleLimit: Duration.sum(Duration.seconds(timeoutSeconds), Duration.decode(options.idleMargin ?? "30 seconds")),
     pageSize: options.pageSize ?? 500,
-    jitter: options.jitter ?? true
+    jitter: options.jitter ?? true,
+    listMode: options.listMode ?? "paged"
   }
 }
 
@@ -320,7 +329,7 @@ export const make = (
     const firstList = yield* Deferred.make<void>()
     const hub = new SubscriberHub<Option.Option<Sandbox>>()
     // Read and written by the loop's fiber only; set in one place, `settle`.
-    let state: WatchMachine.WatchState = WatchMachine.initial
+    let state: WatchMachine.WatchState = WatchMachine.initialFor(settings.listMode ?? "paged")
     const counts = {
       relists: 0,
       watchRestarts: 0,
@@ -425,6 +434,40 @@ export const make = (
 
     // -- one round: list if needed, then watch -------------------------------------------------
 
+    /**
+     * A whole list, paged or streamed (rule 16), becomes the cache in one step (rule 1), and the
+     * round goes on to watch from its resourceVersion.
+     */
+    const landList = (
+      list: FullList<Sandbox>,
+      reason: WatchMachine.ListReason,
+      how: "listed" | "streamed"
+    ): Effect.Effect<void, RoundFailure> =>
+      Effect.gen(function*() {
+        const applied = yield* applyList(list)
+        if (reason !== "initial") counts.relists++
+        counts.lastHeard = yield* Clock.currentTimeMillis
+        counts.resourceVersion = list.resourceVersion
+        yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
+        counts.cachedReported = applied.cache.objects.size
+        yield* Metric.set(metrics.cached, counts.cachedReported)
+        yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
+        yield* settle(
+          how === "listed"
+            ? WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion })
+            : WatchMachine.RoundEnd.StreamListed({ resourceVersion: list.resourceVersion })
+        )
+        if (yield* Deferred.succeed(firstList, undefined)) {
+          // Who waits on `synced` hears it now, before this fiber writes its log line or opens
+          // the watch (the bench's sync row).
+          yield* Effect.yieldNow()
+        }
+        yield* Effect.logInfo(
+          `${how} ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
+            `${applied.told} told; watching from there`
+        ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
+      })
+
     const relist = (reason: WatchMachine.ListReason): Effect.Effect<string, RoundFailure> =>
       client.listAll(SandboxResource, Sandbox, {
         namespace: settings.namespace,
@@ -438,28 +481,7 @@ export const make = (
               settle(WatchMachine.RoundEnd.ListFailed({ error })),
               () => Effect.dieMessage("a failed list must end the round")
             ),
-          onSuccess: (list) =>
-            Effect.gen(function*() {
-              const applied = yield* applyList(list)
-              if (reason !== "initial") counts.relists++
-              counts.lastHeard = yield* Clock.currentTimeMillis
-              counts.resourceVersion = list.resourceVersion
-              yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
-              counts.cachedReported = applied.cache.objects.size
-              yield* Metric.set(metrics.cached, counts.cachedReported)
-              yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
-              yield* settle(WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion }))
-              if (yield* Deferred.succeed(firstList, undefined)) {
-                // Who waits on `synced` hears it now, before this fiber writes its log line (the
-                // first of a process costs ~2 ms to format and write) or opens the watch.
-                yield* Effect.yieldNow()
-              }
-              yield* Effect.logInfo(
-                `listed ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
-                  `${applied.told} told; watching from there`
-              ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
-              return list.resourceVersion
-            })
+          onSuccess: (list) => Effect.as(landList(list, reason, "listed"), list.resourceVersion)
         }),
         Effect.withSpan("SandboxWatch.list", { attributes: { ...annotations, reason } })
       )
@@ -472,10 +494,17 @@ export const make = (
      * here said the same and cost a resume 35 of its 290 runtime instructions
      * (`npx tsx scratchpad/effectOps.ts`).
      */
-    const watchFrom = (resourceVersion: string): Effect.Effect<RoundOutcome> =>
+    const watchFrom = (
+      resourceVersion: string,
+      streaming?: WatchMachine.ListReason
+    ): Effect.Effect<RoundOutcome, RoundFailure> =>
       Effect.suspend(() => {
         let heard = false
         let current = resourceVersion
+        // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
+        let draft: { items: Array<Sandbox>; undecodable: Array<UndecodableEvent> } | undefined = streaming === undefined
+          ? undefined
+          : { items: [], undecodable: [] }
         // Taken once per watch rather than for every chunk (nested, not `Effect.zip`, which runs
         // as a `forEach`: a dozen runtime instructions more per resume).
         return Effect.clockWith((clock) =>
@@ -514,21 +543,98 @@ export const make = (
                   }
                 })
               })
-            const applyAll: Effect.Effect<WatchMachine.RoundEnd> = client.openWatch(SandboxResource, Sandbox, {
-              namespace: settings.namespace,
-              labelSelector: settings.labelSelector,
-              resourceVersion,
-              allowWatchBookmarks: true,
-              timeoutSeconds: settings.timeoutSeconds,
-              // Rule 4: silence past the server's own timeout (it sends bookmarks about every minute
-              // meanwhile) means the connection is dead. The client keeps the limit on its timer,
-              // with no fiber or race per watch.
-              idleTimeout: settings.idleLimit
-            }).pipe(
-              applyEveryChunk(applyChunk),
+            /**
+             * A chunk of a streaming list's initial events: into the draft, until the end bookmark
+             * lands the draft as the list and the rest of the chunk goes on as the watch.
+             */
+            const fillDraft = (
+              chunk: Chunk.Chunk<WatchEvent<Sandbox>>
+            ): Effect.Effect<void, RoundOver | RoundFailure> => {
+              const filling = draft!
+              let index = 0
+              for (const event of chunk) {
+                index++
+                switch (event.type) {
+                  case "ADDED":
+                  case "MODIFIED":
+                    filling.items.push(event.object)
+                    break
+                  case "DELETED":
+                    filling.items = filling.items.filter((item) => item.metadata.name !== event.name)
+                    break
+                  case "UNDECODABLE":
+                    filling.undecodable.push(event)
+                    break
+                  case "ERROR":
+                    return Effect.fail(
+                      new RoundOver({
+                        end: WatchMachine.RoundEnd.ErrorEvent({ status: event.status, resourceVersion: current, heard })
+                      })
+                    )
+                  case "BOOKMARK": {
+                    if (event.annotations[InitialEventsEndAnnotation] !== "true") {
+                      // Rule 18: a server that streams sends no other bookmark before this one.
+                      return Effect.fail(
+                        new RoundOver({
+                          end: WatchMachine.RoundEnd.StreamUnsupported({
+                            why: "the server sent a bookmark before the end of a streaming list's initial events " +
+                              "(it ignored sendInitialEvents)"
+                          })
+                        })
+                      )
+                    }
+                    draft = undefined
+                    current = event.resourceVersion
+                    const rest = Chunk.drop(chunk, index)
+                    const landed = landList(
+                      {
+                        items: filling.items,
+                        undecodable: filling.undecodable,
+                        resourceVersion: event.resourceVersion,
+                        pages: 1,
+                        restarts: 0
+                      },
+                      streaming!,
+                      "streamed"
+                    )
+                    return Chunk.isEmpty(rest) ? landed : Effect.zipRight(landed, applyChunk(rest))
+                  }
+                }
+              }
+              return Effect.void
+            }
+            const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = client.openWatch(
+              SandboxResource,
+              Sandbox,
+              streaming === undefined
+                ? {
+                  namespace: settings.namespace,
+                  labelSelector: settings.labelSelector,
+                  resourceVersion,
+                  allowWatchBookmarks: true,
+                  timeoutSeconds: settings.timeoutSeconds,
+                  // Rule 4: silence past the server's own timeout (it sends bookmarks about every
+                  // minute meanwhile) means the connection is dead. The client keeps the limit on its
+                  // timer, with no fiber or race per watch.
+                  idleTimeout: settings.idleLimit
+                }
+                : {
+                  namespace: settings.namespace,
+                  labelSelector: settings.labelSelector,
+                  // No resourceVersion: the initial events are consistent with etcd (rule 16).
+                  sendInitialEvents: true,
+                  resourceVersionMatch: "NotOlderThan",
+                  allowWatchBookmarks: true,
+                  timeoutSeconds: settings.timeoutSeconds,
+                  idleTimeout: settings.idleLimit
+                }
+            ).pipe(
+              applyEveryChunk((chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
+                draft === undefined ? applyChunk(chunk) : fillDraft(chunk)
+              ),
               Effect.matchEffect({
                 onFailure: (error) =>
-                  Effect.succeed(
+                  error._tag === "RoundFailure" ? Effect.fail(error) : Effect.succeed(
                     error._tag === "RoundOver"
                       ? error.end
                       : error._tag === "KubeWatchIdleError"
@@ -570,8 +676,11 @@ export const make = (
       return Effect.gen(function*() {
         let healthy = false
         for (;;) {
-          const resourceVersion = state._tag === "Watching" ? state.resourceVersion : yield* relist(state.reason)
-          const outcome = yield* watchFrom(resourceVersion)
+          const outcome = state._tag === "Watching"
+            ? yield* watchFrom(state.resourceVersion)
+            : state.lists === "stream"
+            ? yield* watchFrom("", state.reason)
+            : yield* watchFrom(yield* relist(state.reason))
           const settled = yield* Effect.either(settle(outcome.end))
           if (outcome.heard) healthy = true
           if (Either.isLeft(settled)) {
