@@ -118,6 +118,31 @@ describe("sandbox-watch --output ndjson against a simulated API server", () => {
   )
 })
 
+describe("sandbox-watch --list-mode stream", () => {
+  it.scopedLive("syncs from one streaming watch: no list request reaches the server", () =>
+    Effect.gen(function*() {
+      const server = yield* Sim.SimulatedApiServer
+      yield* server.create(sandbox("a", { phase: "Pending" }))
+      yield* server.create(sandbox("b"))
+      const dir = yield* tempDir
+      const kubeconfig = join(dir, "kubeconfig")
+      writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+      const program = yield* Program.start(
+        ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream"],
+        {
+          HOME: dir
+        }
+      )
+      const synced = yield* program.awaitStdout(isSynced)
+      expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
+      yield* program.kill("SIGTERM")
+      expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+      expect(yield* server.requestsOf("list")).toEqual([])
+      const [watch] = yield* server.requestsOf("watch")
+      expect(watch?.query).toMatchObject({ sendInitialEvents: "true", resourceVersionMatch: "NotOlderThan" })
+    }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))), ProcessTimeout)
+})
+
 describe("sandbox-watch's client limits as flags", () => {
   it.scopedLive(
     "--max-line-bytes reaches the client: a watch event above it is refused, said in a log line, and the cache kept",

@@ -62,6 +62,7 @@ export interface Flags {
   readonly headersTimeout: Option.Option<Duration.Duration>
   readonly bodyTimeout: Option.Option<Duration.Duration>
   readonly maxLineBytes: Option.Option<number>
+  readonly listMode: "auto" | "stream" | "paged"
 }
 
 /** A usage error about one flag's value: names the flag and points to --help. */
@@ -193,6 +194,12 @@ const flags = {
   bodyTimeout: durationFlag(
     "body-timeout",
     "How long a list page or another answer that is not a watch may take to arrive whole. Default: `60s`."
+  ),
+  listMode: Options.choice("list-mode", ["auto", "stream", "paged"]).pipe(
+    Options.withDescription(
+      "How the watch lists: `paged` (pages of 500), `stream` (one watch with the initial events, kube-apiserver 1.27+ with WatchList), or `auto` (stream, and page from then on once the server shows it cannot). Default: `paged`."
+    ),
+    Options.withDefault("paged" as const)
   ),
   maxLineBytes: Options.text("max-line-bytes").pipe(
     Options.withPseudoName("bytes"),
@@ -333,7 +340,7 @@ const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
 
 const watchLayer = (namespace: string, f: Flags) =>
   Orchestrator.layer.pipe(
-    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: f.selector })),
+    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: f.selector, listMode: f.listMode })),
     Layer.provide(KubeClient.layerWith(clientOptions(f)))
   )
 
