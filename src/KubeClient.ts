@@ -34,12 +34,19 @@ import { excerpt, type LineHandler, pullLines } from "./internal/ndjsonLines.ts"
 import { ownedDecoderFor } from "./internal/plainDecoder.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import type { Answer, Outgoing } from "./internal/undiciExchange.ts"
-import { HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./internal/undiciExchange.ts"
+import {
+  BodyOverLimit,
+  HeadersDeadlinePassed,
+  headerValue,
+  send as sendOn,
+  targetOf
+} from "./internal/undiciExchange.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
 import {
   isExpired,
+  KubeBodyTooLargeError,
   KubeLineTooLongError,
   KubeMalformedBodyError,
   KubeMalformedLineError,
@@ -196,7 +203,34 @@ export interface KubeClientOptions {
    * to judge. Default `DefaultBodyTimeout` (60 s).
    */
   readonly bodyTimeout?: Duration.DurationInput
+  /**
+   * The largest list page (or get, or write answer) read, in bytes; past it the read stops and the
+   * request fails with `KubeBodyTooLargeError`. Default `DefaultMaxListPageBytes` (128 MiB).
+   */
+  readonly maxListPageBytes?: number
+  /** How much of an error's body is read for its message; the rest is not read. Default 64 KiB. */
+  readonly maxErrorBodyBytes?: number
+  /** The most pages one `listAll` reads (a `continue` that never ends stops there). Default 10,000. */
+  readonly maxListPages?: number
+  /** The most items one `listAll` gathers. Default 5,000,000. */
+  readonly maxListItems?: number
 }
+
+/**
+ * 128 MiB: a page of 500 Sandboxes is about 1.6 MB (the bench's 3.2 KB Sandboxes), so this is a
+ * margin of some 80 times; and it stays far below V8's longest string (about 512 MiB), which a page
+ * must become to be parsed.
+ */
+export const DefaultMaxListPageBytes = 128 * 1024 * 1024
+
+/** 64 KiB: an apiserver's Status is a few hundred bytes; a proxy's error page a few KB. */
+export const DefaultMaxErrorBodyBytes = 64 * 1024
+
+/** 10,000 pages of 500: five million objects, far past any namespace; an endless `continue` stops. */
+export const DefaultMaxListPages = 10_000
+
+/** 5,000,000 items: the same bound for a server that pages in pages of any size. */
+export const DefaultMaxListItems = 5_000_000
 
 /**
  * 30 s for the headers: an apiserver answers a list's first page or a watch's headers in
@@ -425,12 +459,29 @@ const decodeBody = (bytes: Buffer, cuts: boolean): string => {
   return cuts ? decodeWithoutManagedFields(bytes, start, bytes.length) : bytes.toString("utf8", start, bytes.length)
 }
 
+/**
+ * What an answer said it was, for a body that is not JSON: an HTML page or a gzip body nobody asked
+ * for points at a proxy or load balancer in front of the apiserver, not at the apiserver.
+ */
+const bodyLabels = (answer: Answer): string => {
+  const type = headerValue(answer, "content-type")
+  const encoding = headerValue(answer, "content-encoding")
+  const said = [
+    `content-type ${type ?? "(none)"}`,
+    ...(encoding === undefined || encoding === "identity" ? [] : [`content-encoding ${encoding}`])
+  ].join(", ")
+  const proxyLike = (type !== undefined && !type.includes("json")) ||
+    (encoding !== undefined && encoding !== "identity")
+  return proxyLike ? `${said}: likely a proxy or load balancer between us and the apiserver` : said
+}
+
 /** A list answer to a `ListPage`, each item through the caller's schema. */
 const toListPage = <A extends HasMetadata>(
   text: string,
   decode: Decode<A>,
   path: string,
-  secret: string | undefined
+  secret: string | undefined,
+  labels: string
 ): Either.Either<ListPage<A>, KubeMalformedBodyError> => {
   const malformed = (what: string) =>
     Either.left(
@@ -445,7 +496,7 @@ const toListPage = <A extends HasMetadata>(
   try {
     body = JSON.parse(text)
   } catch {
-    return malformed("a body that is not JSON")
+    return malformed(`a body that is not JSON (${labels})`)
   }
   if (!isRecord(body)) return malformed("a body that is not a JSON object")
   const rawItems = body.items
@@ -503,6 +554,8 @@ interface FetchedPage {
   readonly path: string
   readonly secret: string | undefined
   readonly bytes: Buffer
+  /** The answer's content-type and content-encoding, for a page that is not JSON. */
+  readonly labels: string
 }
 
 interface Sent {
@@ -517,13 +570,17 @@ interface Limits {
   readonly maxLineBytes: number
   readonly headersTimeout: Duration.Duration
   readonly bodyTimeout: Duration.Duration
+  readonly maxListPageBytes: number
+  readonly maxErrorBodyBytes: number
+  readonly maxListPages: number
+  readonly maxListItems: number
 }
 
 const makeService = (
   connection: ClusterConnection,
   dispatcher: Dispatcher,
   timer: DeadlineTimer,
-  { bodyTimeout, headersTimeout, maxLineBytes }: Limits
+  { bodyTimeout, headersTimeout, maxErrorBodyBytes, maxLineBytes, maxListItems, maxListPageBytes, maxListPages }: Limits
 ): KubeClientService => {
   const server = connection.server
   const target = targetOf(server)
@@ -605,8 +662,12 @@ const makeService = (
     secret: string | undefined
   ): Effect.Effect<never, KubeClientError> =>
     Effect.gen(function*() {
-      // A body that breaks off or stalls still leaves the status code to speak.
-      const body = yield* Effect.orElseSucceed(readText(method, path, { answer, secret }), () => "")
+      // A body that breaks off or stalls still leaves the status code to speak; only its first
+      // bytes are read, which is all a message needs.
+      const body = yield* Effect.orElseSucceed(
+        Effect.map(readBody(method, path, { answer, secret }, "error"), (bytes) => decodeBody(bytes, false)),
+        () => ""
+      )
       const nowMillis = yield* Clock.currentTimeMillis
       const error = statusError({
         method,
@@ -628,7 +689,12 @@ const makeService = (
    * the read is cut short. The deadline is kept by the client's timer, as the headers' is:
    * `Effect.timeoutFail` raced two fibers and a sleep per body, and a list reads one body a page.
    */
-  const readBody = (method: string, path: string, sent: Sent): Effect.Effect<Buffer, KubeTransportError> =>
+  const readBody = (
+    method: string,
+    path: string,
+    sent: Sent,
+    kind: "answer" | "error" = "answer"
+  ): Effect.Effect<Buffer, KubeTransportError | KubeBodyTooLargeError> =>
     Effect.suspend(() => {
       const body = sent.answer.body
       let late = false
@@ -637,9 +703,23 @@ const makeService = (
         body.fail(new Error("the body deadline passed"))
       })
       // Interruptible even when `send` hands the answer over uninterruptibly: a read may stall.
-      return Effect.onInterrupt(Effect.interruptible(body.all), () => Effect.sync(() => body.discard())).pipe(
+      const read = kind === "error" ? body.upTo(maxErrorBodyBytes, "truncate") : body.upTo(maxListPageBytes, "fail")
+      return Effect.onInterrupt(Effect.interruptible(read), () => Effect.sync(() => body.discard())).pipe(
         Effect.mapError((cause) =>
-          late
+          cause instanceof BodyOverLimit
+            ? new KubeBodyTooLargeError({
+              method,
+              path: scrub(path, sent.secret),
+              limit: cause.limit,
+              unit: "bytes",
+              message:
+                `${method} ${
+                  scrub(path, sent.secret)
+                } sent a body of more than ${cause.limit} bytes; reading stopped there (raise maxListPageBytes, ` +
+                `the program's --max-list-page-bytes, if pages that large are expected; else a proxy or server ` +
+                `is sending more than a list)`
+            })
+            : late
             ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
             : bodyBroke({ method, path, server, cause, secret: sent.secret })
         ),
@@ -647,7 +727,11 @@ const makeService = (
       )
     })
 
-  const readText = (method: string, path: string, sent: Sent): Effect.Effect<string, KubeTransportError> =>
+  const readText = (
+    method: string,
+    path: string,
+    sent: Sent
+  ): Effect.Effect<string, KubeTransportError | KubeBodyTooLargeError> =>
     Effect.map(readBody(method, path, sent), (bytes) => decodeBody(bytes, false))
 
   /** A write or a get: JSON (or nothing) back. */
@@ -671,7 +755,7 @@ const makeService = (
                 new KubeMalformedBodyError({
                   method,
                   path,
-                  message: `${method} ${path} answered 2xx with a body that is not JSON`,
+                  message: `${method} ${path} answered 2xx with a body that is not JSON (${bodyLabels(sent.answer)})`,
                   excerpt: safeExcerpt(text, sent.secret)
                 })
             }))
@@ -686,12 +770,16 @@ const makeService = (
       path,
       undefined,
       undefined,
-      (sent) => Effect.map(readBody("GET", path, sent), (bytes): FetchedPage => ({ path, secret: sent.secret, bytes }))
+      (sent) =>
+        Effect.map(
+          readBody("GET", path, sent),
+          (bytes): FetchedPage => ({ path, secret: sent.secret, bytes, labels: bodyLabels(sent.answer) })
+        )
     )
   }
 
   const pageOf = <A extends HasMetadata>(fetched: FetchedPage, decode: Decode<A>, cuts: boolean) =>
-    toListPage(decodeBody(fetched.bytes, cuts), decode, fetched.path, fetched.secret)
+    toListPage(decodeBody(fetched.bytes, cuts), decode, fetched.path, fetched.secret, fetched.labels)
 
   const listPage = <A extends HasMetadata>(
     resource: KubeResource,
@@ -788,6 +876,23 @@ const makeService = (
           }
           const page: ListPage<A> = yield* pageOf(fetched.right, decode, cuts)
           pages += 1
+          const past = pages > maxListPages
+            ? { limit: maxListPages, unit: "pages" as const, option: "maxListPages" }
+            : items.length + bad.length + page.items.length + page.undecodable.length > maxListItems
+            ? { limit: maxListItems, unit: "items" as const, option: "maxListItems" }
+            : undefined
+          if (past !== undefined) {
+            yield* dropAhead
+            return yield* new KubeBodyTooLargeError({
+              method: "GET",
+              path: fetched.right.path,
+              limit: past.limit,
+              unit: past.unit,
+              message: `the list of ${fetched.right.path} went past ${past.limit} ${past.unit} without an end ` +
+                `(a continue token that never ends, or more objects than expected); it was abandoned ` +
+                `(a namespace that really holds that many needs KubeClientOptions.${past.option} raised)`
+            })
+          }
           resourceVersion ??= page.resourceVersion
           for (const item of page.items) items.push(item)
           for (const item of page.undecodable) bad.push(item)
@@ -924,10 +1029,22 @@ export const make = (
     // One fiber keeps every request's headers deadline, for as long as the client lives.
     const timer = new DeadlineTimer(yield* Effect.clock)
     yield* Effect.forkScoped(timer.run)
+    const counts = {
+      maxListPageBytes: options.maxListPageBytes ?? DefaultMaxListPageBytes,
+      maxErrorBodyBytes: options.maxErrorBodyBytes ?? DefaultMaxErrorBodyBytes,
+      maxListPages: options.maxListPages ?? DefaultMaxListPages,
+      maxListItems: options.maxListItems ?? DefaultMaxListItems
+    }
+    for (const [name, value] of Object.entries(counts)) {
+      if (!Number.isSafeInteger(value) || value < 1) {
+        return yield* Effect.dieMessage(`KubeClient: ${name} must be a positive integer, not ${value}`)
+      }
+    }
     return makeService(connection, agent, timer, {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
-      bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout)
+      bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout),
+      ...counts
     })
   })
 

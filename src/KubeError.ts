@@ -60,6 +60,20 @@ export class KubeWatchIdleError extends Data.TaggedError("KubeWatchIdleError")<{
   readonly idleMillis: number
 }> {}
 
+/**
+ * An answer bigger than the client lets one be (`maxListPageBytes` for a list page or a get, or a
+ * list of more pages or items than `maxListPages` / `maxListItems`): reading stopped there, rather
+ * than growing memory until the process is killed.
+ */
+export class KubeBodyTooLargeError extends Data.TaggedError("KubeBodyTooLargeError")<{
+  readonly method: string
+  readonly path: string
+  readonly message: string
+  /** What was passed: bytes of one body, or pages or items of one list. */
+  readonly limit: number
+  readonly unit: "bytes" | "pages" | "items"
+}> {}
+
 /** A list answer that is not a list (not JSON, or no `items`). */
 export class KubeMalformedBodyError extends Data.TaggedError("KubeMalformedBodyError")<{
   readonly method: string
@@ -75,6 +89,7 @@ export type KubeClientError =
   | KubeLineTooLongError
   | KubeMalformedBodyError
   | KubeWatchIdleError
+  | KubeBodyTooLargeError
 
 const hasCause = (error: KubeStatusError, reason: string) => error.causes.some((cause) => cause.reason === reason)
 

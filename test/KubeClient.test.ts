@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import {
   Cause,
   Chunk,
+  Deferred,
   Duration,
   Effect,
   Either,
@@ -1483,4 +1484,111 @@ describe("KubeClient: values nested deep enough to overflow a recursive walk", (
         expect(events[2]).toMatchObject({ type: "ADDED", name: "c" })
       }))
   }
+})
+
+describe("KubeClient: every body bounded", () => {
+  /** Writes `chunk` for as long as the client reads; resolves with the bytes written once the socket closes. */
+  const endless = (res: http.ServerResponse, chunk: Buffer) =>
+    new Promise<number>((resolve) => {
+      let written = 0
+      let closed = false
+      res.on("close", () => {
+        closed = true
+        resolve(written)
+      })
+      // One chunk a turn: a write after the client hung up may still return true, and a loop that
+      // never yields would never hear the close.
+      const pump = () => {
+        if (closed) return
+        written += chunk.length
+        if (res.write(chunk)) setImmediate(pump)
+        else res.once("drain", pump)
+      }
+      pump()
+    })
+
+  it.scoped("a list page that never ends stops at maxListPageBytes: a typed error with the number, the connection closed", () =>
+    Effect.gen(function*() {
+      const closed = yield* Deferred.make<number>()
+      const fx = yield* fixture(async (_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write("{\"kind\":\"SandboxList\",\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[")
+        Deferred.unsafeDone(closed, Exit.succeed(await endless(res, Buffer.alloc(64 * 1024, " "))))
+      })
+      const client = yield* clientFor(fx.url, { maxListPageBytes: 4 * 1024 * 1024 })
+      const error = yield* Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeBodyTooLargeError")
+      expect(error).toMatchObject({ limit: 4 * 1024 * 1024, unit: "bytes" })
+      expect(error.message).toContain("more than 4194304 bytes")
+      expect(error.message).toContain("maxListPageBytes")
+      // The server saw its connection closed, well before it could write much past the limit.
+      expect(yield* Deferred.await(closed)).toBeLessThan(64 * 1024 * 1024)
+    }))
+
+  it.scoped("a 500 whose body never ends: its first bytes make the message, the rest is not read", () =>
+    Effect.gen(function*() {
+      const closed = yield* Deferred.make<number>()
+      const fx = yield* fixture(async (_req, res) => {
+        res.writeHead(500, { "content-type": "text/plain" })
+        res.write("upstream exploded: ")
+        Deferred.unsafeDone(closed, Exit.succeed(await endless(res, Buffer.alloc(64 * 1024, "x"))))
+      })
+      const client = yield* clientFor(fx.url, { maxErrorBodyBytes: 1024 })
+      const error = yield* Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error._tag).toBe("KubeStatusError")
+      expect((error as KubeError.KubeStatusError).code).toBe(500)
+      expect(error.message).toContain("upstream exploded")
+      expect(yield* Deferred.await(closed)).toBeLessThan(64 * 1024 * 1024)
+    }))
+
+  it.scoped("a list whose continue never ends stops at maxListPages, with a typed error that says so", () =>
+    Effect.gen(function*() {
+      let served = 0
+      const fx = yield* fixture((_req, res) => {
+        served++
+        sendJson(res, 200, {
+          kind: "SandboxList",
+          metadata: { resourceVersion: "1", continue: `token-${served}` },
+          items: [{ apiVersion: "jr2.dev/v1alpha1", kind: "Sandbox", metadata: { name: `s${served}` } }]
+        })
+      })
+      const client = yield* clientFor(fx.url, { maxListPages: 5 })
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 5, unit: "pages" })
+      expect(error.message).toContain("went past 5 pages")
+      // Five pages and the one asked ahead, then nothing more.
+      expect(served).toBeLessThanOrEqual(7)
+    }))
+
+  it.scoped("a list of more items than maxListItems is abandoned the same way", () =>
+    Effect.gen(function*() {
+      const items = Array.from({ length: 30 }, (_, i) => ({
+        apiVersion: "jr2.dev/v1alpha1",
+        kind: "Sandbox",
+        metadata: { name: `s${i}` }
+      }))
+      const fx = yield* fixture((_req, res) =>
+        sendJson(res, 200, { kind: "SandboxList", metadata: { resourceVersion: "1" }, items })
+      )
+      const client = yield* clientFor(fx.url, { maxListItems: 20 })
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 20, unit: "items" })
+    }))
+
+  it.scoped("a 200 HTML page or an unasked-for gzip body names its content-type and content-encoding", () =>
+    Effect.gen(function*() {
+      const html = yield* fixture((_req, res) => sendText(res, 200, "text/html", "<html>Sign in to the proxy</html>"))
+      const htmlError = yield* Effect.flip(
+        (yield* clientFor(html.url)).list(SandboxResource, Sandbox, { namespace: "ns" })
+      )
+      expect(htmlError._tag).toBe("KubeMalformedBodyError")
+      expect(htmlError.message).toContain("not JSON (content-type text/html: likely a proxy or load balancer")
+      const gzip = yield* fixture((_req, res) =>
+        sendText(res, 200, "application/json", "\u001f\u008b\u0008binary", { "content-encoding": "gzip" })
+      )
+      const gzipError = yield* Effect.flip(
+        (yield* clientFor(gzip.url)).list(SandboxResource, Sandbox, { namespace: "ns" })
+      )
+      expect(gzipError.message).toContain("content-type application/json, content-encoding gzip")
+    }))
 })

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest"
 import type { Pause, RoundEnd, WatchState } from "../src/internal/watchMachine.ts"
 import * as WatchMachine from "../src/internal/watchMachine.ts"
 import type { KubeClientError } from "../src/KubeError.ts"
-import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
+import { KubeBodyTooLargeError, KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 import type { Status } from "../src/KubeStatus.ts"
 import { statusError, transportError } from "./support/ScriptedKubeClient.ts"
 
@@ -267,6 +267,22 @@ const rows: ReadonlyArray<Row> = [
     next: "list(initial)",
     pause: "backoff",
     restart: "403"
+  },
+  {
+    rule: "9. a list page over its byte budget: the back-off; list again",
+    from: listing(),
+    end: End.ListFailed({
+      error: new KubeBodyTooLargeError({
+        method: "GET",
+        path: "/apis/x",
+        limit: 1024,
+        unit: "bytes",
+        message: "GET /apis/x sent a body of more than 1024 bytes; reading stopped there"
+      })
+    }),
+    next: "list(initial)",
+    pause: "backoff",
+    restart: "too-large"
   },
   {
     rule: "15. a line over the cap the first time: resume from the same resourceVersion after the back-off",

@@ -168,6 +168,27 @@ describe("sandbox-watch's client limits as flags", () => {
       }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
     ProcessTimeout
   )
+  it.scopedLive(
+    "--max-list-page-bytes reaches the client: a list page above it is abandoned, said in a log line, and nothing is synced or told",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        yield* server.mergePatch("a", { metadata: { annotations: { big: "x".repeat(4096) } } })
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--max-list-page-bytes", "2Ki"],
+          { HOME: dir }
+        )
+        yield* program.awaitStderr((line) => line.includes("more than 2048 bytes"))
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        expect(yield* program.stdout).toEqual([])
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
 })
 
 describe("sandbox-watch with no cluster configured", () => {
@@ -299,6 +320,7 @@ describe("sandbox-watch configuration errors", () => {
       for (
         const [args, said] of [
           [["--max-line-bytes", "lots"], `--max-line-bytes "lots": not a byte count`],
+          [["--max-list-page-bytes", "0"], `--max-list-page-bytes "0": not a byte count`],
           [["--body-timeout", "0s"], `--body-timeout "0s": must be more than 0`],
           [["--headers-timeout", "soon"], `--headers-timeout "soon": not a duration`]
         ] as const

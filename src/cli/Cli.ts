@@ -62,6 +62,7 @@ export interface Flags {
   readonly headersTimeout: Option.Option<Duration.Duration>
   readonly bodyTimeout: Option.Option<Duration.Duration>
   readonly maxLineBytes: Option.Option<number>
+  readonly maxListPageBytes: Option.Option<number>
   readonly listMode: "auto" | "stream" | "paged"
 }
 
@@ -89,6 +90,20 @@ const durationFlag = (name: string, description: string) =>
         onSome: (
           d
         ) => (Duration.greaterThan(d, Duration.zero) ? Effect.succeed(d) : invalid(name, text, "must be more than 0"))
+      })
+    ),
+    Options.optional
+  )
+
+/** A flag that takes a byte count (`16Mi`, `1048576`), said wrong in one line. */
+const bytesFlag = (name: string, description: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("bytes"),
+    Options.withDescription(description),
+    Options.mapEffect((text) =>
+      Option.match(parseBytes(text), {
+        onNone: () => invalid(name, text, "not a byte count; try 16Mi or 1048576"),
+        onSome: Effect.succeed
       })
     ),
     Options.optional
@@ -201,18 +216,13 @@ const flags = {
     ),
     Options.withDefault("paged" as const)
   ),
-  maxLineBytes: Options.text("max-line-bytes").pipe(
-    Options.withPseudoName("bytes"),
-    Options.withDescription(
-      "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
-    ),
-    Options.mapEffect((text) =>
-      Option.match(parseBytes(text), {
-        onNone: () => invalid("max-line-bytes", text, "not a byte count; try 16Mi or 1048576"),
-        onSome: Effect.succeed
-      })
-    ),
-    Options.optional
+  maxLineBytes: bytesFlag(
+    "max-line-bytes",
+    "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
+  ),
+  maxListPageBytes: bytesFlag(
+    "max-list-page-bytes",
+    "The largest list page (or other answer that is not a watch) read, e.g. `128Mi`; past it the read stops, the list fails and is tried again after a back-off. Default: `128Mi`."
   )
 }
 
@@ -335,7 +345,8 @@ const writeStdout = (text: string) =>
 const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
   ...Option.match(f.headersTimeout, { onNone: () => ({}), onSome: (headersTimeout) => ({ headersTimeout }) }),
   ...Option.match(f.bodyTimeout, { onNone: () => ({}), onSome: (bodyTimeout) => ({ bodyTimeout }) }),
-  ...Option.match(f.maxLineBytes, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) })
+  ...Option.match(f.maxLineBytes, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) }),
+  ...Option.match(f.maxListPageBytes, { onNone: () => ({}), onSome: (maxListPageBytes) => ({ maxListPageBytes }) })
 })
 
 const watchLayer = (namespace: string, f: Flags) =>

@@ -15,10 +15,16 @@
  * @internal
  */
 import type { Dispatcher } from "@effect/platform-node/Undici"
-import { Effect } from "effect"
+import { Data, Effect } from "effect"
 import { EventEmitter } from "node:events"
 import type { Readable } from "node:stream"
 import type { DeadlineTimer } from "./deadlineTimer.ts"
+
+/** A body read stopped at its byte limit: `received` bytes had come when it was stopped. */
+export class BodyOverLimit extends Data.TaggedError("BodyOverLimit")<{
+  readonly limit: number
+  readonly received: number
+}> {}
 
 export interface Outgoing {
   readonly method: Dispatcher.HttpMethod
@@ -208,17 +214,31 @@ export class BodyReader {
   }
 
   /** The whole body, in one Buffer. */
-  readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => {
+  readonly all: Effect.Effect<Buffer, unknown> = Effect.suspend(() => this.upTo(Infinity, "fail"))
+
+  /**
+   * The body, at most `limit` bytes of it: past that the rest is not read (the body is destroyed,
+   * closing its connection) and the read fails with `BodyOverLimit` (`"fail"`), or ends with the
+   * first `limit` bytes (`"truncate"`, for an error's text).
+   */
+  upTo(limit: number, past: "fail" | "truncate"): Effect.Effect<Buffer, unknown> {
     const parts: Array<Buffer> = []
     let size = 0
+    const whole = () => (parts.length === 1 ? parts[0]! : Buffer.concat(parts, size))
     const loop: Effect.Effect<Buffer, unknown> = Effect.flatMap(this.next, (bytes) => {
-      if (bytes === null) return Effect.succeed(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size))
+      if (bytes === null) return Effect.succeed(whole())
       parts.push(bytes)
       size += bytes.length
+      if (size > limit) {
+        this.discard()
+        return past === "truncate"
+          ? Effect.succeed(whole().subarray(0, limit))
+          : Effect.fail(new BodyOverLimit({ limit, received: size }))
+      }
       return loop
     })
     return loop
-  })
+  }
 
   /** Fails every read from now on with `error`, and closes the connection (a limit passed). */
   fail(error: unknown): void {

@@ -380,6 +380,8 @@ const restartReason = (error: KubeError.KubeClientError): string => {
     case "KubeMalformedLineError":
     case "KubeMalformedBodyError":
       return "malformed"
+    case "KubeBodyTooLargeError":
+      return "too-large"
     case "KubeWatchIdleError":
       return "idle"
   }
