@@ -444,7 +444,7 @@ const watchLines = <A extends HasMetadata>(
         path,
         limitBytes,
         message:
-          `the watch GET ${path} sent a line longer than ${limitBytes} bytes; it was refused rather than buffered (raise maxLineBytes if objects that large are expected)`
+          `the watch GET ${path} sent a line longer than ${limitBytes} bytes; it was refused rather than buffered (if objects that large are expected, raise KubeClientOptions.maxLineBytes, the program's --max-line-bytes)`
       })
   }
 }
@@ -715,9 +715,9 @@ const makeService = (
               message:
                 `${method} ${
                   scrub(path, sent.secret)
-                } sent a body of more than ${cause.limit} bytes; reading stopped there (raise maxListPageBytes, ` +
-                `the program's --max-list-page-bytes, if pages that large are expected; else a proxy or server ` +
-                `is sending more than a list)`
+                } sent a body of more than ${cause.limit} bytes; reading stopped there (if pages that large are expected, raise ` +
+                `KubeClientOptions.maxListPageBytes, the program's --max-list-page-bytes; else a proxy or ` +
+                `server is sending more than a list)`
             })
             : late
             ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)

@@ -1,7 +1,9 @@
 /**
  * A simulated Kubernetes API server for one namespaced resource, over real HTTP on loopback. It
- * answers like kube-apiserver v1.20 on the wire (the Status JSON, the 410 inside a 200 watch, the
- * 504 for a too-large resourceVersion, the two shapes of 429) and it can misbehave on demand
+ * answers as kube-apiserver does on the wire (the Status JSON, the 410 inside a 200 watch, the 504
+ * for a too-large resourceVersion, the shapes of 429), as 1.20 does where the two releases agree and
+ * as 1.37 does where only the modern one speaks (a streaming list's validation and end bookmark, the
+ * 429 of a warming watch cache); test/apiserver/differential.test.ts holds it to both. It can misbehave on demand
  * (stall, close, reset, truncate, refuse), so the watch can be tested end to end in milliseconds and
  * the program's `--demo` can run against an embedded cluster.
  *
@@ -58,6 +60,8 @@ export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "d
  * A failure the server can be told to answer with, instead of serving the request:
  * - `TooManyRequests`: 429, a Status JSON with `details.retryAfterSeconds` and a `Retry-After` header.
  * - `TooManyRequestsText`: 429, the plain-text "Too many requests, please try again later." and `Retry-After`.
+ * - `StorageInitializing`: 429, the Status of a watch cache not yet ready ("storage is (re)initializing",
+ *   `details.retryAfterSeconds` and `Retry-After`), as 1.31+ answers a list or watch at start-up.
  * - `InternalError`: 500, a Status.
  * - `Unauthorized`: 401, the apiserver's Status.
  * - `Forbidden`: 403, the RBAC Status for the request's verb.
@@ -67,6 +71,7 @@ export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "d
 export type FaultKind =
   | "TooManyRequests"
   | "TooManyRequestsText"
+  | "StorageInitializing"
   | "InternalError"
   | "Unauthorized"
   | "Forbidden"
@@ -368,6 +373,16 @@ const make = (options: Options) =>
               code: 429,
               reason: "TooManyRequests",
               message: "Too many requests, please try again later.",
+              details: { retryAfterSeconds: fault.retryAfterSeconds }
+            },
+            { "retry-after": retryAfter }
+          )
+        case "StorageInitializing":
+          return statusResponse(
+            {
+              code: 429,
+              reason: "TooManyRequests",
+              message: "storage is (re)initializing",
               details: { retryAfterSeconds: fault.retryAfterSeconds }
             },
             { "retry-after": retryAfter }

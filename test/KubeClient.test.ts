@@ -940,6 +940,7 @@ describe("KubeClient.watch", () => {
       expect(events).toEqual([{ type: "BOOKMARK", resourceVersion: "1", annotations: {} }])
       expect(error._tag).toBe("KubeLineTooLongError")
       expect(error).toMatchObject({ limitBytes: 256, path: `${Collection}?watch=1` })
+      expect(error.message).toContain("raise KubeClientOptions.maxLineBytes, the program's --max-line-bytes")
     }))
 
   it.scoped("fails a malformed line with KubeMalformedLineError and a short excerpt", () =>
@@ -1045,7 +1046,7 @@ describe("KubeClient.watch", () => {
       const error = yield* Fiber.join(fiber)
       expect(error._tag).toBe("KubeTransportError")
       expect(error.message).toContain("got no answer within 20s")
-      expect(error.message).toContain("headersTimeout")
+      expect(error.message).toContain("raise KubeClientOptions.headersTimeout, the program's --headers-timeout")
       yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
@@ -1520,7 +1521,7 @@ describe("KubeClient: every body bounded", () => {
       expect(error._tag).toBe("KubeBodyTooLargeError")
       expect(error).toMatchObject({ limit: 4 * 1024 * 1024, unit: "bytes" })
       expect(error.message).toContain("more than 4194304 bytes")
-      expect(error.message).toContain("maxListPageBytes")
+      expect(error.message).toContain("raise KubeClientOptions.maxListPageBytes, the program's --max-list-page-bytes")
       // The server saw its connection closed, well before it could write much past the limit.
       expect(yield* Deferred.await(closed)).toBeLessThan(64 * 1024 * 1024)
     }))

@@ -194,6 +194,40 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
       })
     ))
 
+  it.scoped("a watch cache that warms (429 \"storage is (re)initializing\", Retry-After 1) is waited out: at start one list a Retry-After, unsynced till then; under a synced watch, resumed with no re-list and nothing told", () =>
+    provideCluster(
+      Effect.gen(function*() {
+        const server = yield* SimulatedApiServer.SimulatedApiServer
+        yield* server.create(sandboxObject("s1"))
+        yield* server.failNext(3, "StorageInitializing", { verbs: ["list", "watch"], retryAfterSeconds: 1 })
+        const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false })
+        for (let refused = 1; refused <= 3; refused++) {
+          yield* server.awaitRequests(refused, "list")
+          expect((yield* watch.health).synced).toBe(false)
+          expect(yield* passNextPause()).toBe(1000)
+        }
+        yield* watch.synced
+        expect((yield* server.requestsOf("list")).length).toBe(4)
+        yield* server.awaitOpenWatches(1)
+        const s1 = yield* record(watch.changes("s1"))
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+
+        // The cache re-initialises (an etcd hiccup) under the synced watch.
+        yield* server.failNext(2, "StorageInitializing", { verbs: ["watch"], retryAfterSeconds: 1 })
+        yield* server.closeWatches
+        const pauses: Array<number> = []
+        while ((yield* server.requestsOf("watch")).length < 4) pauses.push(yield* passNextPause())
+        yield* server.awaitOpenWatches(1)
+        // The closed watch's floor, then the two refusals, each waited at least its Retry-After.
+        expect(pauses.slice(1).every((p) => p >= 1000)).toBe(true)
+        expect(pauses.length).toBe(3)
+        const health = yield* watch.health
+        expect([health.synced, health.relists, (yield* server.requestsOf("list")).length]).toEqual([true, 0, 4])
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+      })
+    ))
+
   it.scoped("403 on watch backs off; granting it heals the watch without a restart", () =>
     provideCluster(
       Effect.gen(function*() {

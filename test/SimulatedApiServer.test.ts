@@ -835,6 +835,26 @@ describe("SimulatedApiServer: faults", () => {
       })
     ))
 
+  it.scoped("429 of a warming watch cache: the Status 1.31+ answers (test/apiserver/restart.test.ts checks the real one)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* server.failNext(1, "StorageInitializing", { verbs: ["list"], retryAfterSeconds: 3 })
+        const reply = yield* send(server.url + collectionPath)
+        expect([reply.status, reply.headers.get("retry-after")]).toEqual([429, "3"])
+        expect(JSON.parse(reply.body)).toStrictEqual({
+          kind: "Status",
+          apiVersion: "v1",
+          metadata: {},
+          status: "Failure",
+          message: "storage is (re)initializing",
+          reason: "TooManyRequests",
+          details: { retryAfterSeconds: 3 },
+          code: 429
+        })
+        expect((yield* send(server.url + collectionPath)).status).toBe(200)
+      })
+    ))
+
   it.scoped("429 as plain text with Retry-After", () =>
     withServer((server) =>
       Effect.gen(function*() {

@@ -239,9 +239,9 @@ export const deadlinePassed = (
     message: scrub(
       part === "headers"
         ? `${options.method} ${options.path} to ${options.server} got no answer within ${limit}; the request was ` +
-          `abandoned (a stalled apiserver or proxy; raise KubeClientOptions.headersTimeout if it is only slow)`
+          `abandoned (a stalled apiserver or proxy; if it is only slow, raise KubeClientOptions.headersTimeout, the program's --headers-timeout)`
         : `the answer to ${options.method} ${options.path} from ${options.server} did not arrive whole within ${limit}; ` +
-          `the request was abandoned (a stalled body; raise KubeClientOptions.bodyTimeout if it is only slow)`,
+          `the request was abandoned (a stalled body; if it is only slow, raise KubeClientOptions.bodyTimeout, the program's --body-timeout)`,
       options.secret
     )
   })

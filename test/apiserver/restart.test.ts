@@ -55,15 +55,29 @@ describe("real kube-apiserver restart", () => {
       // 1.37 answers a watch that comes before its watch cache has caught up after the start with
       // 429 and a Retry-After (1.31+); 1.20 holds it until the cache is ready and answers 200.
       const statuses: Array<number> = []
+      const refusals: Array<unknown> = []
       let after = yield* Facts.openWatch(fresh, `${sandboxes}?watch=true&resourceVersion=${rv}`, admin)
       while (after.status === 429 && statuses.length < 50) {
         statuses.push(after.status)
+        const refusal = yield* after.next
+        if (refusal._tag === "Line") refusals.push(refusal.event)
         // A real server warming up: a real pause between tries (harness time, not the watch's).
         yield* Effect.sleep("200 millis")
         after = yield* Facts.openWatch(fresh, `${sandboxes}?watch=true&resourceVersion=${rv}`, admin)
       }
       expect(after.status).toBe(200)
       if (facts.minor < 31) expect(statuses).toEqual([])
+      // What the simulator's StorageInitializing fault answers (test/SimulatedApiServer.test.ts).
+      for (const refusal of refusals) {
+        expect(refusal).toMatchObject({
+          kind: "Status",
+          status: "Failure",
+          code: 429,
+          reason: "TooManyRequests",
+          message: expect.stringMatching(/^storage is \(re\)initializing/),
+          details: { retryAfterSeconds: expect.any(Number) }
+        })
+      }
       const steps = yield* Facts.take(after, 2)
       const first = steps[0]
       expect(first?._tag).toBe("Line")
