@@ -398,11 +398,15 @@ export const make = (
       if (type !== undefined) metrics.events.unsafeUpdate(run, labels[type])
     }
 
-    const reportUndecodable = (bad: UndecodableEvent) =>
+    const reportUndecodable = (from: "list" | "watch") => (bad: UndecodableEvent) =>
       Effect.logWarning(
-        `Sandbox ${
-          bad.name === undefined ? "(no name)" : `"${bad.name}"`
-        } in a ${bad.eventType} event does not fit the schema; ` +
+        `Sandbox ${bad.name === undefined ? "(no name)" : `"${bad.name}"`} ${
+          from === "list"
+            ? "in a list"
+            : bad.eventType === "ADDED"
+            ? "in an ADDED event"
+            : `in a ${bad.eventType} event`
+        } does not fit the schema; ` +
           `keeping its previous cached value: ${bad.problem}`
       ).pipe(
         Effect.annotateLogs({ ...annotations, resourceVersion: bad.resourceVersion ?? "", reason: "decode" }),
@@ -451,7 +455,7 @@ export const make = (
         yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
         counts.cachedReported = applied.cache.objects.size
         yield* Metric.set(metrics.cached, counts.cachedReported)
-        yield* Effect.forEach(list.undecodable, reportUndecodable, { discard: true })
+        yield* Effect.forEach(list.undecodable, reportUndecodable("list"), { discard: true })
         yield* settle(
           how === "listed"
             ? WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion })
@@ -532,7 +536,7 @@ export const make = (
                   return Effect.void
                 }
                 return Effect.gen(function*() {
-                  yield* Effect.forEach(applied.undecodable, reportUndecodable, { discard: true })
+                  yield* Effect.forEach(applied.undecodable, reportUndecodable("watch"), { discard: true })
                   if (applied.stale > 0) {
                     yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
                   }
@@ -768,16 +772,16 @@ export const make = (
           yield* Effect.sleep(delay)
         }))
     const loop = Effect.forever(
-      Effect.catchAllCause(rounds, (cause) =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : afterDefect(cause))
+      Effect.catchAllCause(
+        rounds,
+        (cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : afterDefect(cause)
+      )
     )
     yield* Effect.forkScoped(Effect.annotateLogs(loop, annotations))
 
     // -- what subscribers see -----------------------------------------------------------------
 
-    const updateSubscriberGauge = Effect.suspend(() =>
-      Metric.set(metrics.subscribers, hub.subscribers)
-    )
+    const updateSubscriberGauge = Effect.suspend(() => Metric.set(metrics.subscribers, hub.subscribers))
 
     type Mailbox = LatestMailbox<string, Option.Option<Sandbox>>
 

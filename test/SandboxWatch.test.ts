@@ -609,7 +609,8 @@ describe("SandboxWatch", () => {
 
   it.scoped("13. unknown is never loss: drops, errors, back-offs and undecodable objects tell nobody anything", () =>
     Effect.gen(function*() {
-      const { kube, watch } = yield* start()
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
       yield* kube.respondList(fullList("10", sandbox("a", "5")))
       const a = yield* subscribe(watch.changes("a"))
       let w = yield* kube.nextWatch
@@ -646,6 +647,11 @@ describe("SandboxWatch", () => {
       yield* settle
       expect(yield* a.told).toEqual(["a@5:Pending"])
       expect(describeTold(yield* watch.get("a"))).toBe("a@5:Pending")
+      const said = (yield* logs.lines).filter((l) => l.includes("does not fit the schema"))
+      expect(said).toEqual([
+        `Sandbox "a" in a MODIFIED event does not fit the schema; keeping its previous cached value: status.phase: expected string`,
+        `Sandbox "a" in a list does not fit the schema; keeping its previous cached value: bad`
+      ])
     }))
 
   // -- rule 14 -----------------------------------------------------------------------------------
@@ -674,7 +680,8 @@ describe("SandboxWatch", () => {
 
   it.scoped("13. bug 1: a Sandbox whose object does not decode in the first list is not told gone; waits keep waiting", () =>
     Effect.gen(function*() {
-      const { kube, watch } = yield* start()
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
       const early = yield* subscribe(watch.changes("b"))
       const waited = yield* Effect.forkScoped(
         watch.waitFor("b", (value) => Effect.succeed(Option.map(value, (s) => describeTold(Option.some(s)))))
@@ -699,6 +706,9 @@ describe("SandboxWatch", () => {
       expect(yield* late.told).toEqual([])
       expect(waited.unsafePoll()).toBe(null)
       expect((yield* watch.health).unknown).toBe(1)
+      expect(yield* logs.lines).toContain(
+        `Sandbox "b" in a list does not fit the schema; keeping its previous cached value: status.phase: expected string, got 42`
+      )
       // Once its state decodes, everyone hears it.
       yield* w.emit(modified(sandbox("b", "12", "Ready")))
       expect(yield* Fiber.join(waited)).toBe("b@12:Ready")

@@ -231,9 +231,11 @@ export class BodyReader {
       size += bytes.length
       if (size > limit) {
         this.discard()
-        return past === "truncate"
-          ? Effect.succeed(whole().subarray(0, limit))
-          : Effect.fail(new BodyOverLimit({ limit, received: size }))
+        if (past === "truncate") return Effect.succeed(whole().subarray(0, limit))
+        // The effect that read them may outlive the failure (held by a caller's retry), so the
+        // bytes read are let go here: hostile.ts's endless-page mode.
+        parts.length = 0
+        return Effect.fail(new BodyOverLimit({ limit, received: size }))
       }
       return loop
     })
