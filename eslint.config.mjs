@@ -33,5 +33,26 @@ export default tseslint.config(
         }
       }]
     }
+  },
+  {
+    // An internal module gets what it needs as arguments and types from internal modules, never
+    // from a service module that wires it. (The value and error modules, `KubeError.ts` and the
+    // like, are still imported by several internal modules, so they are not forbidden yet.)
+    files: ["src/internal/**"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        patterns: [{
+          group: [
+            "../KubeClient*",
+            "../SandboxWatch*",
+            "../Orchestrator*",
+            "../SimulatedApiServer*",
+            "../SandboxEvidence*",
+            "../index*"
+          ],
+          message: "an internal module must not import a service module; move what it needs into src/internal/"
+        }]
+      }]
+    }
   }
 )

@@ -10,10 +10,10 @@
  * @internal
  */
 import { HashMap, HashSet, Option } from "effect"
-import type { FullList } from "../KubeClient.ts"
 import type { Status } from "../KubeStatus.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import type { FullList } from "./kubeClientTypes.ts"
 import { OverlayMap } from "./overlayMap.ts"
 import { isOlder } from "./resourceVersion.ts"
 

@@ -1,0 +1,60 @@
+/** The option and result types of the client's lists and watches (re-exported by KubeClient.ts). */
+import type { Chunk, Duration, Effect, Option } from "effect"
+import type { KubeClientError } from "../KubeError.ts"
+import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+
+export interface ListOptions {
+  readonly namespace?: string
+  readonly labelSelector?: string
+  readonly fieldSelector?: string
+  readonly limit?: number
+  readonly continue?: string
+  /** Absent: a quorum read from etcd. `"0"`: any cached state. */
+  readonly resourceVersion?: string
+  readonly resourceVersionMatch?: "Exact" | "NotOlderThan"
+}
+
+export interface WatchOptions {
+  readonly namespace?: string
+  readonly labelSelector?: string
+  readonly fieldSelector?: string
+  readonly resourceVersion?: string
+  readonly allowWatchBookmarks?: boolean
+  readonly timeoutSeconds?: number
+  readonly sendInitialEvents?: boolean
+  readonly resourceVersionMatch?: "NotOlderThan"
+  /**
+   * Silence (no bytes at all, not even a bookmark) longer than this fails the watch with
+   * `KubeWatchIdleError` and closes its connection. Bytes that arrived while the reader was busy
+   * elsewhere are not silence, however long they wait to be read. Absent: the watch may be silent
+   * for ever (its silence is the caller's to judge). A server closes a watch after `timeoutSeconds`
+   * and sends bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
+   */
+  readonly idleTimeout?: Duration.DurationInput
+}
+
+/**
+ * The next events of an open watch, as they arrived in one read (what `Stream.toPull` gives): it
+ * fails with none when the server closed the watch, with some error when the watch broke.
+ */
+export type WatchPull<A> = Effect.Effect<Chunk.Chunk<WatchEvent<A>>, Option.Option<KubeClientError>>
+
+/** One page of a list. Objects that did not fit the schema are set apart, not dropped silently. */
+export interface ListPage<A> {
+  readonly items: ReadonlyArray<A>
+  readonly undecodable: ReadonlyArray<UndecodableEvent>
+  readonly resourceVersion: string
+  /** The token for the next page; none on the last page (the server sends `""`). */
+  readonly continue: Option.Option<string>
+  readonly remainingItemCount: Option.Option<number>
+}
+
+/** A whole list, all pages joined, at the resourceVersion of its first page. */
+export interface FullList<A> {
+  readonly items: ReadonlyArray<A>
+  readonly undecodable: ReadonlyArray<UndecodableEvent>
+  readonly resourceVersion: string
+  /** How many pages it took, and how many times an expired continue token made it start over. */
+  readonly pages: number
+  readonly restarts: number
+}

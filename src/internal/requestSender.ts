@@ -1,0 +1,250 @@
+/**
+ * The client's requests: sent with fresh credentials under the headers deadline, their bodies read
+ * under the body deadline and byte budgets, a non-2xx answer turned into its typed error.
+ */
+import type { Dispatcher } from "@effect/platform-node/Undici"
+import { Clock, Duration, Effect, Option, Redacted, type Tracer } from "effect"
+import type { ClusterConnection } from "../KubeConfig.ts"
+import type { KubeClientError } from "../KubeError.ts"
+import { KubeBodyTooLargeError, KubeMalformedBodyError, KubeTransportError } from "../KubeError.ts"
+import { bodyLabels, decodeBody, safeExcerpt } from "./bodyDecoding.ts"
+import type { DeadlineTimer } from "./deadlineTimer.ts"
+import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError } from "./httpFailure.ts"
+import type { Answer, Outgoing } from "./undiciExchange.ts"
+import { BodyOverLimit, HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./undiciExchange.ts"
+
+const UserAgent = "sandbox-watch/0.1.0"
+
+/** The credential itself (without its scheme), so error texts can be scrubbed of it. */
+export const secretOf = (authorization: Option.Option<Redacted.Redacted<string>>): string | undefined =>
+  Option.isSome(authorization) ? Redacted.value(authorization.value).replace(/^\S+\s+/, "") : undefined
+
+export interface Sent {
+  readonly answer: Answer
+  readonly secret: string | undefined
+}
+
+export type HttpMethod = Outgoing["method"]
+
+export interface Limits {
+  readonly maxLineBytes: number
+  readonly headersTimeout: Duration.Duration
+  readonly bodyTimeout: Duration.Duration
+  readonly maxListPageBytes: number
+  readonly maxErrorBodyBytes: number
+  readonly maxListPages: number
+  readonly maxListItems: number
+}
+
+/** What the list paging and the watch opening send their requests with. */
+export interface Requests {
+  readonly server: string
+  readonly send: <A, R>(
+    method: HttpMethod,
+    path: string,
+    body: { readonly text: string; readonly contentType: string } | undefined,
+    parent: Tracer.AnySpan | undefined,
+    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>
+  ) => Effect.Effect<A, KubeClientError, R>
+  readonly readBody: (
+    method: string,
+    path: string,
+    sent: Sent,
+    kind?: "answer" | "error"
+  ) => Effect.Effect<Buffer, KubeTransportError | KubeBodyTooLargeError>
+  readonly json: (
+    method: HttpMethod,
+    path: string,
+    body?: unknown,
+    contentType?: string
+  ) => Effect.Effect<unknown, KubeClientError>
+}
+
+export const makeRequests = (
+  connection: ClusterConnection,
+  dispatcher: Dispatcher,
+  timer: DeadlineTimer,
+  { bodyTimeout, headersTimeout, maxErrorBodyBytes, maxListPageBytes }: Limits
+): Requests => {
+  const server = connection.server
+  const target = targetOf(server)
+  const headersLimit = { timer, millis: Duration.toMillis(headersTimeout) }
+  // Interrupting a request or a body read aborts the request, so a deadline frees the connection
+  // as well as the caller.
+  const headersDeadline = Duration.format(headersTimeout)
+  const bodyDeadline = Duration.format(bodyTimeout)
+  const bodyMillis = Duration.toMillis(bodyTimeout)
+
+  /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
+  /**
+   * Sends a request and hands a 2xx answer to `use`, uninterruptibly: `use` must take the body at
+   * once (so an interrupt can never leave a connection holding an unread body) and wait only in
+   * interruptible reads.
+   */
+  const send = <A, R>(
+    method: HttpMethod,
+    path: string,
+    body: { readonly text: string; readonly contentType: string } | undefined,
+    /** The span the request belongs to; by default the current one. */
+    parent: Tracer.AnySpan | undefined,
+    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>
+  ): Effect.Effect<A, KubeClientError, R> =>
+    Effect.flatMap(
+      // Nested, not `Effect.zip` (which runs as a `forEach`): a watch resume sends one of these.
+      Effect.flatMap(
+        Effect.mapError(
+          connection.authorization,
+          (error) =>
+            new KubeTransportError({
+              method,
+              path,
+              message:
+                `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
+            })
+        ),
+        (authorization) =>
+          Effect.map(
+            parent === undefined ? Effect.option(Effect.currentSpan) : Effect.succeed(Option.some(parent)),
+            (span) => [authorization, span] as const
+          )
+      ),
+      ([authorization, span]) => {
+        const secret = secretOf(authorization)
+        const headers: Record<string, string> = { accept: "application/json", "user-agent": UserAgent }
+        // The request's trace context, as W3C `traceparent`: the caller's span (KubeClient.list,
+        // .watch, ...). No span of its own: a span per request cost a watch resume two context
+        // changes and a span, and said nothing the caller's span and its typed error do not.
+        if (Option.isSome(span)) {
+          headers.traceparent = `00-${span.value.traceId}-${span.value.spanId}-${span.value.sampled ? "01" : "00"}`
+        }
+        if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
+        if (body !== undefined) headers["content-type"] = body.contentType
+        const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
+        const sent = Effect.mapError(sendOn(dispatcher, target, outgoing, headersLimit), (cause) =>
+          cause instanceof HeadersDeadlinePassed
+            ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
+            : requestFailed({ method, path, server, cause, secret }))
+        // The answer is handed over uninterruptibly, so no interrupt falls between its arrival and
+        // whoever takes its body: `use` takes it at once (a watch's scope finalizer, or `readBody`,
+        // which discards it when interrupted and reads interruptibly). The gap closed is two or
+        // three runtime steps, where a fiber yields only when its op budget runs out. A guard of its
+        // own around `use` cost a watch resume 14 runtime instructions (`npx tsx
+        // scratchpad/effectOps.ts`: 202 → 216); this costs 3 (→ 205).
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(restore(sent), (answer) =>
+            answer.status >= 200 && answer.status < 300
+              ? use({ answer, secret })
+              : failWithStatus(method, path, answer, secret))
+        )
+      }
+    )
+
+  const failWithStatus = (
+    method: string,
+    path: string,
+    answer: Answer,
+    secret: string | undefined
+  ): Effect.Effect<never, KubeClientError> =>
+    Effect.gen(function*() {
+      // A body that breaks off or stalls still leaves the status code to speak; only its first
+      // bytes are read, which is all a message needs.
+      const body = yield* Effect.orElseSucceed(
+        Effect.map(readBody(method, path, { answer, secret }, "error"), (bytes) => decodeBody(bytes, false)),
+        () => ""
+      )
+      const nowMillis = yield* Clock.currentTimeMillis
+      const error = statusError({
+        method,
+        path,
+        code: answer.status,
+        contentType: headerValue(answer, "content-type"),
+        retryAfter: headerValue(answer, "retry-after"),
+        body,
+        nowMillis,
+        secret
+      })
+      // Whatever credential is cached is stale: the next request reads it afresh.
+      if (error.code === 401) yield* connection.invalidate
+      return yield* Effect.fail(error)
+    })
+
+  /**
+   * A whole body's bytes, under the body deadline; the body destroyed (its connection closed) if
+   * the read is cut short. The deadline is kept by the client's timer, as the headers' is:
+   * `Effect.timeoutFail` raced two fibers and a sleep per body, and a list reads one body a page.
+   */
+  const readBody = (
+    method: string,
+    path: string,
+    sent: Sent,
+    kind: "answer" | "error" = "answer"
+  ): Effect.Effect<Buffer, KubeTransportError | KubeBodyTooLargeError> =>
+    Effect.suspend(() => {
+      const body = sent.answer.body
+      let late = false
+      const deadline = timer.arm(bodyMillis, () => {
+        late = true
+        body.fail(new Error("the body deadline passed"))
+      })
+      // Interruptible even when `send` hands the answer over uninterruptibly: a read may stall.
+      const read = kind === "error" ? body.upTo(maxErrorBodyBytes, "truncate") : body.upTo(maxListPageBytes, "fail")
+      return Effect.onInterrupt(Effect.interruptible(read), () => Effect.sync(() => body.discard())).pipe(
+        Effect.mapError((cause) =>
+          cause instanceof BodyOverLimit
+            ? new KubeBodyTooLargeError({
+              method,
+              path: scrub(path, sent.secret),
+              limit: cause.limit,
+              unit: "bytes",
+              message:
+                `${method} ${
+                  scrub(path, sent.secret)
+                } sent a body of more than ${cause.limit} bytes; reading stopped there (if pages that large are expected, raise ` +
+                `KubeClientOptions.maxListPageBytes, the program's --max-list-page-bytes; else a proxy or ` +
+                `server is sending more than a list)`
+            })
+            : late
+            ? deadlinePassed({ method, path, server, secret: sent.secret }, "body", bodyDeadline)
+            : bodyBroke({ method, path, server, cause, secret: sent.secret })
+        ),
+        Effect.ensuring(Effect.sync(() => deadline.clear()))
+      )
+    })
+
+  const readText = (
+    method: string,
+    path: string,
+    sent: Sent
+  ): Effect.Effect<string, KubeTransportError | KubeBodyTooLargeError> =>
+    Effect.map(readBody(method, path, sent), (bytes) => decodeBody(bytes, false))
+
+  /** A write or a get: JSON (or nothing) back. */
+  const json = (
+    method: HttpMethod,
+    path: string,
+    body?: unknown,
+    contentType = "application/json"
+  ): Effect.Effect<unknown, KubeClientError> =>
+    Effect.suspend(() =>
+      send(
+        method,
+        path,
+        body === undefined ? undefined : { text: JSON.stringify(body), contentType },
+        undefined,
+        (sent) =>
+          Effect.flatMap(readText(method, path, sent), (text) =>
+            Effect.try({
+              try: (): unknown => (text.length === 0 ? null : JSON.parse(text)),
+              catch: () =>
+                new KubeMalformedBodyError({
+                  method,
+                  path,
+                  message: `${method} ${path} answered 2xx with a body that is not JSON (${bodyLabels(sent.answer)})`,
+                  excerpt: safeExcerpt(text, sent.secret)
+                })
+            }))
+      )
+    )
+
+  return { server, send, readBody, json }
+}
