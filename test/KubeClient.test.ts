@@ -1542,6 +1542,18 @@ describe("KubeClient: every body bounded", () => {
       expect(yield* Deferred.await(closed)).toBeLessThan(64 * 1024 * 1024)
     }))
 
+  it.scoped("a 500 labelled JSON whose body is cut at maxErrorBodyBytes is said so, not called plain text", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture(async (_req, res) => {
+        res.writeHead(500, { "content-type": "application/json" })
+        res.write("{\"kind\":\"Status\",\"message\":\"")
+        await endless(res, Buffer.alloc(64 * 1024, "x"))
+      })
+      const client = yield* clientFor(fx.url, { maxErrorBodyBytes: 1024 })
+      const error = yield* Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(error.message).toContain("answered 500 with a body labelled JSON that does not parse")
+    }))
+
   it.scoped("a list whose continue never ends stops at maxListPages, with a typed error that says so", () =>
     Effect.gen(function*() {
       let served = 0

@@ -152,6 +152,10 @@ export const statusError = (options: {
   } else if (contentType.includes("html") || /^\s*<(!doctype|html|head|body|title|center|h1)\b/i.test(body)) {
     what = "an HTML page"
     shown = excerpt(scrub(htmlText(body), secret))
+  } else if (contentType.includes("json")) {
+    // JSON by its label, not by its bytes: cut short (an error body is read only so far) or broken.
+    what = "a body labelled JSON that does not parse"
+    shown = excerpt(scrub(body.slice(0, 2_000), secret))
   } else {
     what = "a plain-text body"
     shown = excerpt(scrub(body.slice(0, 2_000), secret))
