@@ -9,8 +9,8 @@
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
 import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, Stream } from "effect"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
-import type { FullList, ListOptions, ListPage, WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
-import { makeListing } from "./internal/listPaging.ts"
+import type { WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
+import { type Listing, makeListing } from "./internal/listPaging.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import { spanAttributes } from "./internal/requestParts.ts"
 import { type Limits, makeRequests } from "./internal/requestSender.ts"
@@ -26,20 +26,12 @@ import type { WatchEvent } from "./WatchEvent.ts"
 export type { FullList, ListOptions, ListPage, WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
 
 export interface KubeClientService {
-  readonly list: <A extends HasMetadata, I>(
-    resource: KubeResource,
-    schema: Schema.Schema<A, I>,
-    options?: ListOptions
-  ) => Effect.Effect<ListPage<A>, KubeClientError>
+  readonly list: Listing["list"]
   /**
    * Follows `continue` page by page, each next page asked for while the one before is parsed (one
    * page ahead); a continue token that expired (410) starts the list over.
    */
-  readonly listAll: <A extends HasMetadata, I>(
-    resource: KubeResource,
-    schema: Schema.Schema<A, I>,
-    options?: Omit<ListOptions, "continue">
-  ) => Effect.Effect<FullList<A>, KubeClientError>
+  readonly listAll: Listing["listAll"]
   /** Events as they arrive; the stream ends when the server closes the watch. */
   readonly watch: <A extends HasMetadata, I>(
     resource: KubeResource,

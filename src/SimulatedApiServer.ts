@@ -368,21 +368,14 @@ const make = (options: Options) =>
       const retryAfter = String(fault.retryAfterSeconds)
       switch (fault.kind) {
         case "TooManyRequests":
-          return statusResponse(
-            {
-              code: 429,
-              reason: "TooManyRequests",
-              message: "Too many requests, please try again later.",
-              details: { retryAfterSeconds: fault.retryAfterSeconds }
-            },
-            { "retry-after": retryAfter }
-          )
         case "StorageInitializing":
           return statusResponse(
             {
               code: 429,
               reason: "TooManyRequests",
-              message: "storage is (re)initializing",
+              message: fault.kind === "TooManyRequests"
+                ? "Too many requests, please try again later."
+                : "storage is (re)initializing",
               details: { retryAfterSeconds: fault.retryAfterSeconds }
             },
             { "retry-after": retryAfter }
