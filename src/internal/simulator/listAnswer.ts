@@ -1,7 +1,7 @@
 /**
  * A list's answer from the store: which snapshot a list's resourceVersion, match and continue
  * token ask for, and the page of it, with its continue token, as etcd pages keys. Pure over the
- * store: the HTTP side is `SimulatedApiServer`'s.
+ * store: the HTTP side is in `reads.ts`.
  *
  * @internal
  */

@@ -1,8 +1,8 @@
 /**
  * The simulated apiserver's reading of a list or watch request, as pure functions: the query in,
  * a typed request or the `Status` kube-apiserver v1.20 would answer out. The serving (snapshots,
- * paging, the watch's stream) is `SimulatedApiServer`'s; what is asked, and whether it may be asked,
- * is decided here, so it can be tested row by row.
+ * paging, the watch's stream) is in `listAnswer.ts`, `watchBody.ts` and `reads.ts`; what is asked,
+ * and whether it may be asked, is decided here, so it can be tested row by row.
  *
  * @internal
  */

@@ -9,7 +9,7 @@
 import { Deferred, Duration, Effect, Exit, Queue, Stream, SubscriptionRef } from "effect"
 import type * as Http from "node:http"
 import { InitialEventsEndAnnotation } from "../../WatchEvent.ts"
-import { encodeStatus } from "./kubeJson.ts"
+import { encodeStatus, encodeUnstructured } from "./kubeJson.ts"
 import type { KubeObject, ObjectStore, StoreEvent } from "./objectStore.ts"
 import type { WatchRequest } from "./requests.ts"
 import { expired } from "./requests.ts"
@@ -30,24 +30,50 @@ export const offer = (handle: WatchHandle, item: WatchItem): void => {
   Queue.unsafeOffer(handle.queue, item)
 }
 
-/** What a watch needs of the server. */
+/** What a watch needs of the server. A watch adds itself to `watches` and counts itself in `openWatchCount`. */
 export interface WatchServer {
   readonly store: ObjectStore
+  /** Of the one resource served, for the bookmarks. */
+  readonly apiVersion: string
+  readonly kind: string
   /** The open watches, for the faults a test sets. */
   readonly watches: Set<WatchHandle>
   readonly openWatchCount: SubscriptionRef.SubscriptionRef<number>
   readonly bookmarkInterval: Duration.Duration
-  readonly eventLine: (type: string, object: unknown) => string
-  readonly bookmarkLine: (resourceVersion: number, annotations?: Record<string, string>) => string
 }
+
+/** One line of a watch's body. */
+export const eventLine = (type: string, object: unknown): string =>
+  `{"type":"${type}","object":${encodeUnstructured(object)}}\n`
+
+/** A BOOKMARK: an object of the resource with only a resourceVersion (and maybe annotations). */
+export const bookmarkLine = (
+  { apiVersion, kind }: Pick<WatchServer, "apiVersion" | "kind">,
+  resourceVersion: number,
+  annotations?: Record<string, string>
+): string =>
+  eventLine("BOOKMARK", {
+    apiVersion,
+    kind,
+    metadata: { ...(annotations === undefined ? {} : { annotations }), resourceVersion: String(resourceVersion) }
+  })
+
+/** Runs `f` on each open watch. Suspended: the set of open watches is read when it runs, not when this is defined. */
+export const eachWatch = (watches: Set<WatchHandle>, f: (handle: WatchHandle) => Effect.Effect<unknown>) =>
+  Effect.suspend(() => Effect.forEach([...watches], f, { discard: true }))
+
+/** Ends every open watch cleanly (its response completes). */
+export const closeWatches = (watches: Set<WatchHandle>): Effect.Effect<void> =>
+  eachWatch(watches, (handle) => Deferred.succeed(handle.closed, undefined))
 
 /** The body of one watch; `keep` is its selection. */
 export const watchBody = (
-  { bookmarkInterval, bookmarkLine, eventLine, openWatchCount, store, watches }: WatchServer,
+  server: WatchServer,
   { allowBookmarks, asked, mode, timeoutSeconds }: WatchRequest & { readonly timeoutSeconds: number },
   keep: (object: KubeObject) => boolean,
   nodeResponse: Http.ServerResponse
 ): Stream.Stream<string> => {
+  const { bookmarkInterval, openWatchCount, store, watches } = server
   const convert = (event: StoreEvent): string | undefined => {
     const now = event.type !== "DELETED" && keep(event.object)
     const before = event.previous !== undefined && keep(event.previous)
@@ -92,7 +118,7 @@ export const watchBody = (
           if (mode === "initialWithBookmark") {
             offer(handle, {
               _tag: "Line",
-              text: bookmarkLine(store.resourceVersion, { [InitialEventsEndAnnotation]: "true" })
+              text: bookmarkLine(server, store.resourceVersion, { [InitialEventsEndAnnotation]: "true" })
             })
           }
         }
@@ -120,7 +146,7 @@ export const watchBody = (
       // bookmark at all, even at its timeout.
       const bookmarkNow = () => {
         if (store.resourceVersion > registration.fromRv) {
-          offer(handle, { _tag: "Line", text: bookmarkLine(store.resourceVersion) })
+          offer(handle, { _tag: "Line", text: bookmarkLine(server, store.resourceVersion) })
         }
       }
       if (allowBookmarks) {

@@ -1,0 +1,58 @@
+/**
+ * The simulated apiserver's reads over HTTP: a list (its page is `listAnswer`'s), a watch (its body
+ * is `watchBody`'s) and a get. A list and a get only read the store; a watch also registers itself
+ * with the server's open watches for as long as it runs.
+ *
+ * @internal
+ */
+import { HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Either, Random, Stream } from "effect"
+import type { RequestContext } from "./http.ts"
+import { jsonResponse, selects, statusResponse } from "./http.ts"
+import { encodeUnstructured } from "./kubeJson.ts"
+import { listAnswer } from "./listAnswer.ts"
+import type { ObjectStore } from "./objectStore.ts"
+import { listRequestOf, watchRequestOf } from "./requests.ts"
+import type { WatchServer } from "./watchBody.ts"
+import { watchBody } from "./watchBody.ts"
+
+export const serveList = (
+  store: ObjectStore,
+  listed: { readonly apiVersion: string; readonly kind: string },
+  ctx: RequestContext
+) =>
+  Effect.sync(() => {
+    const answer = Either.flatMap(
+      listRequestOf(ctx.query),
+      (request) => listAnswer(store, listed, ctx.namespace, request, selects(ctx, request.selectors))
+    )
+    return Either.isLeft(answer) ? statusResponse(answer.left) : jsonResponse(200, encodeUnstructured(answer.right))
+  })
+
+export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const request = watchRequestOf(ctx.query)
+    if (Either.isLeft(request)) return statusResponse(request.left)
+    // The apiserver's default: a random time between its minimum request timeout and twice that.
+    const timeoutSeconds = request.right.timeoutSeconds ?? (yield* Random.nextIntBetween(1800, 3600))
+    const body = watchBody(
+      server,
+      { ...request.right, timeoutSeconds },
+      selects(ctx, request.right.selectors),
+      NodeHttpServerRequest.toServerResponse(ctx.request)
+    )
+    const encoder = new TextEncoder()
+    return HttpServerResponse.stream(Stream.map(body, (line) => encoder.encode(line)), {
+      contentType: "application/json",
+      headers: { "cache-control": "no-cache, private" }
+    })
+  })
+
+export const serveGet = (store: ObjectStore, ctx: RequestContext) =>
+  Effect.sync(() => {
+    const object = store.get(ctx.namespace!, ctx.name!)
+    return object === undefined
+      ? statusResponse(store.notFound(ctx.name!))
+      : jsonResponse(200, encodeUnstructured(object))
+  })
