@@ -136,10 +136,10 @@ export interface SandboxWatchOptions {
   /** Randomise back-offs by ±20% so many watchers do not retry in step. Default true. */
   readonly jitter?: boolean
   /**
-   * How lists are taken (rules 16–18 of `internal/watchMachine.ts`): `"paged"` (the default, for
-   * now), `"stream"` (one watch with `sendInitialEvents`: the objects one at a time, never a page
-   * in memory; needs kube-apiserver 1.27+ with WatchList, on by default since 1.32), or `"auto"`
-   * (stream, and page for the life of the watch once the server shows it cannot stream).
+   * How lists are taken (rules 16–18 of `internal/watchMachine.ts`): `"auto"` (the default: stream,
+   * and page for the life of the watch once the server shows it cannot), `"stream"` (one watch with
+   * `sendInitialEvents`: the objects one at a time, never a page in memory; needs kube-apiserver
+   * 1.27+ with WatchList, on by default since 1.32), or `"paged"` (pages of `pageSize`).
    */
   readonly listMode?: WatchMachine.ListMode
 }
@@ -235,7 +235,7 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
     idleLimit: Duration.sum(Duration.seconds(timeoutSeconds), Duration.decode(options.idleMargin ?? "30 seconds")),
     pageSize: options.pageSize ?? 500,
     jitter: options.jitter ?? true,
-    listMode: options.listMode ?? "paged"
+    listMode: options.listMode ?? "auto"
   }
 }
 

@@ -22,7 +22,10 @@ import {
 
 const start = Effect.gen(function*() {
   const kube = yield* makeScriptedKubeClient
-  const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false }).pipe(Effect.provide(kube.layer))
+  // The script answers paged lists.
+  const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged" }).pipe(
+    Effect.provide(kube.layer)
+  )
   return { kube, watch, orchestrator: Orchestrator.make(watch) }
 })
 

@@ -29,7 +29,8 @@ const cluster = (names: ReadonlyArray<string>, options: Partial<SandboxWatch.San
   Effect.gen(function*() {
     const server = yield* SimulatedApiServer.SimulatedApiServer
     for (const name of names) yield* server.create(sandboxObject(name))
-    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, ...options })
+    // These tests count and read list requests; streaming lists over HTTP have a describe of their own.
+    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged", ...options })
     yield* watch.synced
     yield* server.awaitOpenWatches(1)
     return { server, watch }
@@ -200,7 +201,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         const server = yield* SimulatedApiServer.SimulatedApiServer
         yield* server.create(sandboxObject("s1"))
         yield* server.failNext(3, "StorageInitializing", { verbs: ["list", "watch"], retryAfterSeconds: 1 })
-        const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false })
+        const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged" })
         for (let refused = 1; refused <= 3; refused++) {
           yield* server.awaitRequests(refused, "list")
           expect((yield* watch.health).synced).toBe(false)

@@ -43,7 +43,8 @@ const start = (options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
     const scope = yield* Scope.make()
     // Tracks the fibers the watch forks, so a test can see that they all end.
     const fibers = yield* Supervisor.track
-    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, ...options }).pipe(
+    // Rules 1–15 are scripted as paged lists; streaming lists (16–18) have their own file.
+    const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged", ...options }).pipe(
       Effect.provide(kube.layer),
       Scope.extend(scope),
       Effect.supervised(fibers)

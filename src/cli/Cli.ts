@@ -212,9 +212,9 @@ const flags = {
   ),
   listMode: Options.choice("list-mode", ["auto", "stream", "paged"]).pipe(
     Options.withDescription(
-      "How the watch lists: `paged` (pages of 500), `stream` (one watch with the initial events, kube-apiserver 1.27+ with WatchList), or `auto` (stream, and page from then on once the server shows it cannot). Default: `paged`."
+      "How the watch lists: `auto` (stream, and page from then on once the server shows it cannot), `stream` (one watch with the initial events, kube-apiserver 1.27+ with WatchList), or `paged` (pages of 500). Default: `auto`."
     ),
-    Options.withDefault("paged" as const)
+    Options.withDefault("auto" as const)
   ),
   maxLineBytes: bytesFlag(
     "max-line-bytes",
