@@ -19,7 +19,7 @@
  * `profile` runs V8's sampling heap profiler (one sample per 512 bytes on average, objects collected
  * since counted too) over the window from the gate's opening to the last event told. A sample goes
  * to the stage of the innermost frame on its stack that belongs to one: `src/` files by file (and
- * `SandboxWatch.ts`, `KubeClient.ts` by the function's lines), effect's Stream/Channel, Schema,
+ * `KubeClient.ts` by the function's lines), effect's Stream/Channel, Schema,
  * HashMap and SubscriptionRef/PubSub modules, undici and node's sockets. The fiber runtime (`core`,
  * `fiberRuntime`, ...) is transparent: what it allocates goes to the frame that called into it, or,
  * when it runs a fiber's loop on its own (no stage on the stack), to "Effect runtime, unattributed";
@@ -62,11 +62,11 @@ const Stage = {
   lines: "line split: bytes → text (ndjsonLines, managedFields cut)",
   parse: "parse: JSON.parse + the event (KubeClient.watchLines)",
   decode: "decode (plainDecoder, Schema)",
-  loop: "watch loop (applyEveryChunk, applyChunk, countEvents)",
-  publish: "SubscriptionRef.modify + tell + wake (SandboxWatch.applyToCache)",
+  loop: "watch loop (watchRounds: applyEveryChunk, applyChunk; watchMetrics: countEvents)",
+  publish: "SubscriptionRef.modify + tell + wake (cacheSteps.applyToCache)",
   cache: "cache update (sandboxCache, overlayMap, HashMap)",
   hub: "hub + mailbox (subscriberHub, latestMailbox: store, wake, drain)",
-  stream: "subscriber stream (subscription, Stream/Channel internals)",
+  stream: "subscriber stream (subscriptions.subscription, Stream/Channel internals)",
   harness: "harness: the subscriber's own callback (latency sample)",
   runtime: "Effect runtime, unattributed (fiber loops, scheduler)",
   other: "other"
@@ -113,11 +113,10 @@ const stageOfFrame = (frame: Frame, locate: Locate): Stage | undefined => {
       return Stage.hub
     }
     if (file.endsWith("src/KubeClient.ts")) return inRange(line, 300, 440) ? Stage.parse : Stage.read
-    if (file.endsWith("src/SandboxWatch.ts")) {
-      if (inRange(line, 345, 382)) return Stage.publish
-      if (inRange(line, 776, 876)) return Stage.stream
-      if (inRange(line, 270, 300) || inRange(line, 383, 400) || inRange(line, 497, 668)) return Stage.loop
-      return Stage.other
+    if (file.endsWith("src/internal/cacheSteps.ts")) return Stage.publish
+    if (file.endsWith("src/internal/subscriptions.ts")) return Stage.stream
+    if (file.endsWith("src/internal/watchRounds.ts") || file.endsWith("src/internal/watchMetrics.ts")) {
+      return Stage.loop
     }
     return Stage.other
   }

@@ -1,0 +1,450 @@
+/**
+ * The watch loop's rounds: a list when the state needs one, then one watch whose events go into
+ * the cache chunk by chunk, until the round ends; `settle` then asks the machine for the next
+ * state. The rounds run as a `Stream` under the retry `Schedule` (`roundPauses.ts`) and start
+ * again after a defect.
+ *
+ * What a round reads is passed in as a `WatchLoop`; what it may change is that record's two
+ * mutable parts, the `RoundState` (the machine's state, set only by `settle`) and the
+ * `LoopCounts`, and the cache, through `CacheSteps`.
+ *
+ * @internal
+ */
+import {
+  Cause,
+  Chunk,
+  Clock,
+  Data,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  FiberRef,
+  Metric,
+  Option,
+  type Scope,
+  Stream
+} from "effect"
+import { Sandbox, SandboxResource } from "../Sandbox.ts"
+import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
+import type { CacheSteps } from "./cacheSteps.ts"
+import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
+import type { Listing } from "./listPaging.ts"
+import { delayOf, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
+import * as WatchMachine from "./watchMachine.ts"
+import {
+  countEvents,
+  eventLabelsFor,
+  type LogAnnotations,
+  type LoopCounts,
+  metrics,
+  reportUndecodable
+} from "./watchMetrics.ts"
+import type { OpenWatch } from "./watchOpening.ts"
+
+export interface WatchSettings extends WatchMachine.MachineSettings {
+  readonly labelSelector: string
+  readonly idleLimit: Duration.Duration
+  readonly pageSize: number
+  readonly jitter: boolean
+}
+
+/** The client calls a round makes. */
+export interface WatchClient {
+  readonly listAll: Listing["listAll"]
+  readonly openWatch: OpenWatch
+}
+
+/** The loop's own state: read and written by the loop's fiber only. */
+export interface RoundState {
+  /** What the next round does; set in one place, `settle`. */
+  machine: WatchMachine.WatchState
+  /** A failure held back for the pull after the stream yielded (see `nextHealthyRound`). */
+  failureAfterYield: RoundFailure | undefined
+}
+
+/** Everything the rounds read, and the records they may change. */
+export interface WatchLoop {
+  readonly client: WatchClient
+  readonly settings: WatchSettings
+  readonly annotations: LogAnnotations
+  /** The only way a round changes the cache. */
+  readonly cacheSteps: CacheSteps
+  /** Done once the first list is in the cache. */
+  readonly firstList: Deferred.Deferred<void>
+  readonly state: RoundState
+  readonly counts: LoopCounts
+}
+
+/** Ends a watch's applier from inside its stream: the round ended with `end`. */
+class RoundOver extends Data.TaggedError("RoundOver")<{ readonly end: WatchMachine.RoundEnd }> {}
+
+/** How a watch ended, whether it heard anything, and the newest resourceVersion it reached. */
+interface RoundOutcome {
+  readonly end: WatchMachine.RoundEnd
+  readonly heard: boolean
+  readonly resourceVersion: string
+}
+
+/**
+ * Runs `apply` on every chunk of an opened watch until it ends, in a scope of its own. A pull
+ * loop, on a watch opened as a pull, not a `Stream`: less per chunk and per watch
+ * (`scratchpad/allocations.ts`; `scratchpad/watchLayers.ts` rows `toPull`, `openWatch`).
+ * `apply` fails with a tagged error, never an `Option`: the pull's own failures are `Option`s.
+ */
+const applyEveryChunk =
+  <A, E, E2 extends { readonly _tag: string }>(apply: (chunk: Chunk.Chunk<A>) => Effect.Effect<void, E2>) =>
+  (open: Effect.Effect<Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>, E, Scope.Scope>): Effect.Effect<void, E | E2> =>
+    Effect.scoped(Effect.flatMap(open, (pull) => {
+      // Not `Effect.forever`, which yields to the scheduler after every round: a chunk read from
+      // the network already comes after a wait, and the runtime still yields after its op budget.
+      const loop: Effect.Effect<never, Option.Option<E> | E2> = Effect.flatMap(
+        Effect.flatMap(pull, apply),
+        () => loop
+      )
+      // The pull fails with an `Option` (none at the end); `apply` fails with its own error, told
+      // apart by being no `Option`, rather than wrapped in one per chunk.
+      return Effect.catchAll(
+        loop,
+        (error: Option.Option<E> | E2): Effect.Effect<void, E | E2> =>
+          Option.isOption(error)
+            ? Option.match(error, { onNone: () => Effect.void, onSome: Effect.fail })
+            : Effect.fail(error)
+      )
+    }))
+
+// -- the one place the state changes -------------------------------------------------------
+
+/**
+ * The round ended with `end`: the machine decides the next state, which is set here and only
+ * here. A round that did not end as it should fails with the transition, for the retry
+ * `Schedule` to wait on.
+ */
+const settle = (loop: WatchLoop, end: WatchMachine.RoundEnd): Effect.Effect<void, RoundFailure> => {
+  const { annotations, counts, state } = loop
+  const transition = WatchMachine.step(state.machine, end, loop.settings)
+  state.machine = transition.next
+  if (transition.restart === undefined) {
+    return transition.message === undefined ? Effect.void : Effect.logDebug(`${transition.message}; resuming`).pipe(
+      Effect.annotateLogs({ ...annotations, resourceVersion: resumeAnnotation(state.machine), reason: "quiet-term" })
+    )
+  }
+  counts.watchRestarts++
+  return Metric.increment(Metric.tagged(metrics.restarts, "reason", transition.restart)).pipe(
+    Effect.zipRight(Effect.fail(new RoundFailure({ transition })))
+  )
+}
+
+// -- one round: list if needed, then watch ---------------------------------------------------
+
+/**
+ * A whole list, paged or streamed (rule 16), becomes the cache in one step (rule 1), and the
+ * round goes on to watch from its resourceVersion.
+ */
+const landList = (
+  loop: WatchLoop,
+  list: FullList<Sandbox>,
+  reason: WatchMachine.ListReason,
+  how: "listed" | "streamed"
+): Effect.Effect<void, RoundFailure> =>
+  Effect.gen(function*() {
+    const { annotations, counts } = loop
+    const applied = yield* loop.cacheSteps.applyList(list)
+    if (reason !== "initial") counts.relists++
+    counts.lastHeard = yield* Clock.currentTimeMillis
+    counts.resourceVersion = list.resourceVersion
+    yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
+    counts.cachedReported = applied.cache.objects.size
+    yield* Metric.set(metrics.cached, counts.cachedReported)
+    yield* Effect.forEach(list.undecodable, reportUndecodable(annotations, "list"), { discard: true })
+    yield* settle(
+      loop,
+      how === "listed"
+        ? WatchMachine.RoundEnd.Listed({ resourceVersion: list.resourceVersion })
+        : WatchMachine.RoundEnd.StreamListed({ resourceVersion: list.resourceVersion })
+    )
+    if (yield* Deferred.succeed(loop.firstList, undefined)) {
+      // Who waits on `synced` hears it now, before this fiber writes its log line or opens
+      // the watch (the bench's sync row).
+      yield* Effect.yieldNow()
+    }
+    yield* Effect.logInfo(
+      `${how} ${list.items.length} Sandboxes at resourceVersion ${list.resourceVersion} (${reason}); ` +
+        `${applied.told} told; watching from there`
+    ).pipe(Effect.annotateLogs({ ...annotations, resourceVersion: list.resourceVersion, reason }))
+  })
+
+/** A paged list (rule 1); its resourceVersion is where the watch starts. */
+const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect<string, RoundFailure> =>
+  loop.client.listAll(SandboxResource, Sandbox, {
+    namespace: loop.settings.namespace,
+    labelSelector: loop.settings.labelSelector,
+    limit: loop.settings.pageSize
+    // No resourceVersion: a quorum read (rule 1).
+  }).pipe(
+    Effect.matchEffect({
+      onFailure: (error) =>
+        Effect.flatMap(
+          settle(loop, WatchMachine.RoundEnd.ListFailed({ error })),
+          () => Effect.dieMessage("a failed list must end the round")
+        ),
+      onSuccess: (list) => Effect.as(landList(loop, list, reason, "listed"), list.resourceVersion)
+    }),
+    Effect.withSpan("SandboxWatch.list", { attributes: { ...loop.annotations, reason } })
+  )
+
+/** A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16). */
+const watchOptions = (
+  settings: WatchSettings,
+  resourceVersion: string,
+  streaming: WatchMachine.ListReason | undefined
+): WatchOptions =>
+  streaming === undefined
+    ? {
+      namespace: settings.namespace,
+      labelSelector: settings.labelSelector,
+      resourceVersion,
+      allowWatchBookmarks: true,
+      timeoutSeconds: settings.timeoutSeconds,
+      // Rule 4: silence past the server's own timeout (it sends bookmarks about every minute
+      // meanwhile) means the connection is dead. The client keeps the limit on its timer, with no
+      // fiber or race per watch.
+      idleTimeout: settings.idleLimit
+    }
+    : {
+      namespace: settings.namespace,
+      labelSelector: settings.labelSelector,
+      // No resourceVersion: the initial events are consistent with etcd (rule 16).
+      sendInitialEvents: true,
+      resourceVersionMatch: "NotOlderThan",
+      allowWatchBookmarks: true,
+      timeoutSeconds: settings.timeoutSeconds,
+      idleTimeout: settings.idleLimit
+    }
+
+/**
+ * One watch from `resourceVersion`, its events applied to the cache as they come, until it ends.
+ * The clock read as it starts begins rule 8's term; the idle clock (rule 4) runs in the client,
+ * from the answer's headers (the headers deadline covers the time before). Its span is the
+ * client's `KubeClient.watch`: one of its own here said the same and cost every resume
+ * (`scratchpad/effectOps.ts`).
+ */
+const watchFrom = (
+  loop: WatchLoop,
+  resourceVersion: string,
+  streaming?: WatchMachine.ListReason
+): Effect.Effect<RoundOutcome, RoundFailure> =>
+  Effect.suspend(() => {
+    const { annotations, cacheSteps, counts } = loop
+    let heard = false
+    let current = resourceVersion
+    // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
+    let draft: { items: Array<Sandbox>; undecodable: Array<UndecodableEvent> } | undefined = streaming === undefined
+      ? undefined
+      : { items: [], undecodable: [] }
+    // Taken once per watch rather than for every chunk (nested, not `Effect.zip`, which runs as a
+    // `forEach`: more runtime instructions per resume, `scratchpad/effectOps.ts`).
+    return Effect.clockWith((clock) =>
+      Effect.flatMap(FiberRef.get(FiberRef.currentMetricLabels), (metricLabels) => {
+        const openedAt = clock.unsafeCurrentTimeMillis()
+        const labelsByType = eventLabelsFor(metricLabels)
+        /**
+         * One chunk of events into the cache; an `ERROR` among them ends the round. The common
+         * case (events applied, nothing to report) is one step after the cache's: a watch may
+         * read thousands of chunks a second.
+         */
+        const applyChunk = (chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
+          Effect.flatMap(cacheSteps.applyEvents(chunk, current), (applied) => {
+            counts.lastHeard = clock.unsafeCurrentTimeMillis()
+            current = applied.resourceVersion
+            counts.resourceVersion = current
+            countEvents(chunk, labelsByType)
+            const cached = applied.cache.objects.size
+            if (cached !== counts.cachedReported) {
+              counts.cachedReported = cached
+              metrics.cached.unsafeUpdate(cached, metricLabels)
+            }
+            if (applied.heard) heard = true
+            if (applied.error === undefined && applied.undecodable.length === 0 && applied.stale === 0) {
+              return Effect.void
+            }
+            return Effect.gen(function*() {
+              yield* Effect.forEach(applied.undecodable, reportUndecodable(annotations, "watch"), { discard: true })
+              if (applied.stale > 0) {
+                yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
+              }
+              if (applied.error !== undefined) {
+                return yield* new RoundOver({
+                  end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current, heard })
+                })
+              }
+            })
+          })
+        /**
+         * A chunk of a streaming list's initial events: into the draft, until the end bookmark
+         * lands the draft as the list and the rest of the chunk goes on as the watch.
+         */
+        const fillDraft = (
+          chunk: Chunk.Chunk<WatchEvent<Sandbox>>
+        ): Effect.Effect<void, RoundOver | RoundFailure> => {
+          const filling = draft!
+          let index = 0
+          for (const event of chunk) {
+            index++
+            switch (event.type) {
+              case "ADDED":
+              case "MODIFIED":
+                filling.items.push(event.object)
+                break
+              case "DELETED":
+                filling.items = filling.items.filter((item) => item.metadata.name !== event.name)
+                break
+              case "UNDECODABLE":
+                filling.undecodable.push(event)
+                break
+              case "ERROR":
+                return Effect.fail(
+                  new RoundOver({
+                    end: WatchMachine.RoundEnd.ErrorEvent({ status: event.status, resourceVersion: current, heard })
+                  })
+                )
+              case "BOOKMARK": {
+                if (event.annotations[InitialEventsEndAnnotation] !== "true") {
+                  // Rule 18: a server that streams sends no other bookmark before this one.
+                  return Effect.fail(
+                    new RoundOver({
+                      end: WatchMachine.RoundEnd.StreamUnsupported({
+                        why: "the server sent a bookmark before the end of a streaming list's initial events " +
+                          "(it ignored sendInitialEvents)"
+                      })
+                    })
+                  )
+                }
+                draft = undefined
+                current = event.resourceVersion
+                const rest = Chunk.drop(chunk, index)
+                const landed = landList(
+                  loop,
+                  {
+                    items: filling.items,
+                    undecodable: filling.undecodable,
+                    resourceVersion: event.resourceVersion,
+                    pages: 1,
+                    restarts: 0
+                  },
+                  streaming!,
+                  "streamed"
+                )
+                return Chunk.isEmpty(rest) ? landed : Effect.zipRight(landed, applyChunk(rest))
+              }
+            }
+          }
+          return Effect.void
+        }
+        const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
+          SandboxResource,
+          Sandbox,
+          watchOptions(loop.settings, resourceVersion, streaming)
+        ).pipe(
+          applyEveryChunk((chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
+            draft === undefined ? applyChunk(chunk) : fillDraft(chunk)
+          ),
+          Effect.matchEffect({
+            onFailure: (error) =>
+              error._tag === "RoundFailure" ? Effect.fail(error) : Effect.succeed(
+                error._tag === "RoundOver"
+                  ? error.end
+                  : error._tag === "KubeWatchIdleError"
+                  ? WatchMachine.RoundEnd.Idle({ resourceVersion: current })
+                  : WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard })
+              ),
+            onSuccess: () =>
+              Effect.sync(() =>
+                WatchMachine.RoundEnd.Closed({
+                  resourceVersion: current,
+                  heard,
+                  ranMillis: clock.unsafeCurrentTimeMillis() - openedAt
+                })
+              )
+          })
+        )
+        return Effect.map(applyAll, (end): RoundOutcome => ({ end, heard, resourceVersion: current }))
+      })
+    )
+  })
+
+/**
+ * The loop's one pull: rounds (a list when the state needs one, then a watch) run one after
+ * another for as long as they end as they should. `Stream.retry` resets the back-off whenever
+ * the stream yields, and only a watch that heard something makes a healthy stream (a list alone
+ * does not: rule 5). So when a round fails after a healthy one, the pull yields first and fails
+ * on the next pull, and the pause starts from the floor; a failure after none fails at once.
+ * Yielding only then, not after every healthy round, keeps the stream's own work off a resume
+ * (`scratchpad/effectOps.ts`).
+ */
+const nextHealthyRound = (loop: WatchLoop): Effect.Effect<string, RoundFailure> => {
+  const { state } = loop
+  return Effect.suspend(() => {
+    if (state.failureAfterYield !== undefined) {
+      const failure = state.failureAfterYield
+      state.failureAfterYield = undefined
+      return Effect.fail(failure)
+    }
+    return Effect.gen(function*() {
+      let healthy = false
+      for (;;) {
+        const machine = state.machine
+        const outcome = machine._tag === "Watching"
+          ? yield* watchFrom(loop, machine.resourceVersion)
+          : machine.lists === "stream"
+          ? yield* watchFrom(loop, "", machine.reason)
+          : yield* watchFrom(loop, yield* relist(loop, machine.reason))
+        const settled = yield* Effect.either(settle(loop, outcome.end))
+        if (outcome.heard) healthy = true
+        if (Either.isLeft(settled)) {
+          if (!healthy) return yield* Effect.fail(settled.left)
+          state.failureAfterYield = settled.left
+          return outcome.resourceVersion
+        }
+      }
+    })
+  })
+}
+
+/**
+ * Nothing the cluster does ends the rounds; only a defect in our own code can. Then the machine
+ * says what comes next (a list, after the longest pause) and the rounds start again: a loop that
+ * stopped for good would leave every subscriber waiting for news that never comes, while the
+ * cache still answered as if synced.
+ */
+const afterDefect = (loop: WatchLoop, cause: Cause.Cause<RoundFailure>): Effect.Effect<void> =>
+  // The machine's `Defect` arm always restarts, so `settle` fails with its transition.
+  Effect.catchAll(settle(loop, WatchMachine.RoundEnd.Defect()), ({ transition }) =>
+    Effect.gen(function*() {
+      loop.state.failureAfterYield = undefined
+      const delay = yield* delayOf(loop.settings, transition.pause, loop.settings.cap)
+      yield* Effect.logError(
+        `${transition.message}; ${WatchMachine.describeNext(transition.next)} in ${Duration.format(delay)}`,
+        cause
+      ).pipe(Effect.annotateLogs({ reason: "defect" }))
+      yield* Effect.sleep(delay)
+    }))
+
+/**
+ * The watch loop, for ever: the rounds under the retry `Schedule`, started again after a defect.
+ * (A loop of attempts, not a restart nested in the handler: each defect would keep a frame for
+ * ever.)
+ */
+export const runWatchLoop = (loop: WatchLoop) => {
+  const rounds = Stream.repeatEffect(nextHealthyRound(loop)).pipe(
+    Stream.retry(retryPolicy(loop.settings, loop.annotations)),
+    Stream.runDrain
+  )
+  return Effect.forever(
+    Effect.catchAllCause(
+      rounds,
+      (cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : afterDefect(loop, cause)
+    )
+  )
+}
