@@ -241,7 +241,7 @@ export const make = (
       annotations,
       cacheSteps: makeCacheSteps(cache, hub),
       firstList,
-      state: { machine: WatchMachine.initialFor(settings.listMode ?? "paged"), failureAfterYield: undefined },
+      state: { machine: WatchMachine.initialFor(settings.listMode), failureAfterYield: undefined },
       counts
     })
     yield* Effect.forkScoped(Effect.annotateLogs(loop, annotations))

@@ -48,6 +48,7 @@ export interface WatchSettings extends WatchMachine.MachineSettings {
   readonly idleLimit: Duration.Duration
   readonly pageSize: number
   readonly jitter: boolean
+  readonly listMode: WatchMachine.ListMode
 }
 
 /** The client calls a round makes. */
