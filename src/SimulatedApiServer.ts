@@ -87,6 +87,17 @@ export interface Options {
   readonly port?: number
   /** The resourceVersion before the first write. Default 1. */
   readonly initialResourceVersion?: number
+  /**
+   * The `WatchList` feature gate: streaming lists (`sendInitialEvents`) are served, as on 1.34+ by
+   * default. `false` answers them as a server with the gate off does: 422, "sendInitialEvents is
+   * forbidden for watch unless the WatchList feature gate is enabled". Default true.
+   */
+  readonly watchList?: boolean
+  /**
+   * The `WatchListCompression` feature gate (1.37, on by default): a streaming list whose request
+   * accepts gzip is answered gzipped, the whole watch, one gzip member per flush. Default true.
+   */
+  readonly watchListCompression?: boolean
 }
 
 /** Where an object is, for the direct methods. */
@@ -396,7 +407,9 @@ const make = (options: Options) =>
       kind,
       watches: new Set(),
       openWatchCount: yield* SubscriptionRef.make(0),
-      bookmarkInterval: Duration.decode(options.bookmarkInterval ?? Duration.seconds(60))
+      bookmarkInterval: Duration.decode(options.bookmarkInterval ?? Duration.seconds(60)),
+      watchList: options.watchList ?? true,
+      watchListCompression: options.watchListCompression ?? true
     }
     const gate: Gate = {
       log: { recorded: [], seen: yield* SubscriptionRef.make(0) },

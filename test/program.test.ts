@@ -110,37 +110,116 @@ describe("sandbox-watch --output ndjson against a simulated API server", () => {
           /^sandbox-watch: watching Sandboxes in namespace ns \(selector jr2\.dev\/run\) on http:\/\/127\.0\.0\.1:\d+/
         )
         expect([...stdout, ...stderr].some((l) => l.includes(Token))).toBe(false)
-        // The watch asked what it should, of the namespace the context named.
-        const lists = yield* server.requestsOf("list")
-        expect(lists[0]).toMatchObject({ namespace: "ns", query: { labelSelector: "jr2.dev/run" } })
+        // The watch asked what it should, of the namespace the context named: by default
+        // (--list-mode auto) a streaming list, which the simulator serves as 1.34+ does.
+        const [watch] = yield* server.requestsOf("watch")
+        expect(watch).toMatchObject({
+          namespace: "ns",
+          query: { labelSelector: "jr2.dev/run", sendInitialEvents: "true" },
+          acceptEncoding: undefined
+        })
+        expect(yield* server.requestsOf("list")).toEqual([])
       }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
     ProcessTimeout
   )
 })
 
-describe("sandbox-watch --list-mode stream", () => {
-  it.scopedLive("syncs from one streaming watch: no list request reaches the server", () =>
+describe("sandbox-watch --list-mode", () => {
+  it.scopedLive("paged: a LIST, then plain watches; no streaming list is asked for", () =>
     Effect.gen(function*() {
       const server = yield* Sim.SimulatedApiServer
       yield* server.create(sandbox("a", { phase: "Pending" }))
-      yield* server.create(sandbox("b"))
       const dir = yield* tempDir
       const kubeconfig = join(dir, "kubeconfig")
       writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
       const program = yield* Program.start(
-        ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream"],
-        {
-          HOME: dir
-        }
+        ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "paged"],
+        { HOME: dir }
       )
-      const synced = yield* program.awaitStdout(isSynced)
-      expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
+      yield* program.awaitStdout(isSynced)
       yield* program.kill("SIGTERM")
       expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
-      expect(yield* server.requestsOf("list")).toEqual([])
-      const [watch] = yield* server.requestsOf("watch")
-      expect(watch?.query).toMatchObject({ sendInitialEvents: "true", resourceVersionMatch: "NotOlderThan" })
+      const [list] = yield* server.requestsOf("list")
+      expect(list).toMatchObject({ namespace: "ns", query: { labelSelector: "jr2.dev/run", limit: "500" } })
+      for (const watch of yield* server.requestsOf("watch")) {
+        expect(watch.query.sendInitialEvents).toBeUndefined()
+      }
     }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))), ProcessTimeout)
+
+  it.scopedLive(
+    "auto against a server with the WatchList gate off: one 422, then pages, and a log line says why",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(["--kubeconfig", kubeconfig, "--output", "ndjson"], { HOME: dir })
+        const synced = yield* program.awaitStdout(isSynced)
+        expect((yield* program.stdout).slice(0, synced).map(short)).toStrictEqual(["a Pending"])
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        expect(yield* server.requestsOf("list")).toHaveLength(1)
+        const said = (yield* program.stderr).filter((line) => line.includes("every list is paged from now on"))
+        expect(said).toHaveLength(1)
+        expect(said[0]).toContain("WatchList feature gate")
+      }).pipe(
+        Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token, watchList: false }))
+      ),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "--gzip-streaming-lists asks for gzip, and the gzipped streaming list syncs",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        yield* server.create(sandbox("b"))
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--gzip-streaming-lists"],
+          { HOME: dir }
+        )
+        const synced = yield* program.awaitStdout(isSynced)
+        expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        const [watch] = yield* server.requestsOf("watch")
+        expect(watch).toMatchObject({ query: { sendInitialEvents: "true" }, acceptEncoding: "gzip" })
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "stream: syncs from one streaming watch: no list request reaches the server",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        yield* server.create(sandbox("a", { phase: "Pending" }))
+        yield* server.create(sandbox("b"))
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream"],
+          {
+            HOME: dir
+          }
+        )
+        const synced = yield* program.awaitStdout(isSynced)
+        expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        expect(yield* server.requestsOf("list")).toEqual([])
+        const [watch] = yield* server.requestsOf("watch")
+        expect(watch?.query).toMatchObject({ sendInitialEvents: "true", resourceVersionMatch: "NotOlderThan" })
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
 })
 
 describe("sandbox-watch's client limits as flags", () => {
@@ -179,7 +258,7 @@ describe("sandbox-watch's client limits as flags", () => {
         const kubeconfig = join(dir, "kubeconfig")
         writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
         const program = yield* Program.start(
-          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--max-list-page-bytes", "2Ki"],
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "paged", "--max-list-page-bytes", "2Ki"],
           { HOME: dir }
         )
         yield* program.awaitStderr((line) => line.includes("more than 2048 bytes"))

@@ -64,6 +64,7 @@ export interface Flags {
   readonly maxLineBytes: Option.Option<number>
   readonly maxListPageBytes: Option.Option<number>
   readonly listMode: "auto" | "stream" | "paged"
+  readonly gzipStreamingLists: boolean
 }
 
 /** A usage error about one flag's value: names the flag and points to --help. */
@@ -216,6 +217,11 @@ const flags = {
     ),
     Options.withDefault("auto" as const)
   ),
+  gzipStreamingLists: Options.boolean("gzip-streaming-lists").pipe(
+    Options.withDescription(
+      "Ask kube-apiserver 1.37+ to gzip a streaming list (WatchListCompression): fewer bytes, more CPU on both ends; for a cluster behind a slow or metered link."
+    )
+  ),
   maxLineBytes: bytesFlag(
     "max-line-bytes",
     "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
@@ -351,7 +357,12 @@ const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
 
 const watchLayer = (namespace: string, f: Flags) =>
   Orchestrator.layer.pipe(
-    Layer.provideMerge(SandboxWatch.layer({ namespace, labelSelector: f.selector, listMode: f.listMode })),
+    Layer.provideMerge(SandboxWatch.layer({
+      namespace,
+      labelSelector: f.selector,
+      listMode: f.listMode,
+      gzipStreamingLists: f.gzipStreamingLists
+    })),
     Layer.provide(KubeClient.layerWith(clientOptions(f)))
   )
 

@@ -44,7 +44,9 @@ export interface Requests {
     path: string,
     body: { readonly text: string; readonly contentType: string } | undefined,
     parent: Tracer.AnySpan | undefined,
-    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>
+    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>,
+    /** Ask for a gzipped answer (`Accept-Encoding: gzip`); it is inflated as it is read. */
+    acceptGzip?: boolean
   ) => Effect.Effect<A, KubeClientError, R>
   readonly readBody: (
     method: string,
@@ -87,7 +89,8 @@ export const makeRequests = (
     body: { readonly text: string; readonly contentType: string } | undefined,
     /** The span the request belongs to; by default the current one. */
     parent: Tracer.AnySpan | undefined,
-    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>
+    use: (sent: Sent) => Effect.Effect<A, KubeClientError, R>,
+    acceptGzip?: boolean
   ): Effect.Effect<A, KubeClientError, R> =>
     Effect.flatMap(
       // Nested, not `Effect.zip` (which runs as a `forEach`): a watch resume sends one of these.
@@ -119,6 +122,7 @@ export const makeRequests = (
         }
         if (Option.isSome(authorization)) headers.authorization = Redacted.value(authorization.value)
         if (body !== undefined) headers["content-type"] = body.contentType
+        if (acceptGzip === true) headers["accept-encoding"] = "gzip"
         const outgoing = { method, path, headers, ...(body === undefined ? {} : { body: body.text }) }
         const sent = Effect.mapError(sendOn(dispatcher, target, outgoing, headersLimit), (cause) =>
           cause instanceof HeadersDeadlinePassed

@@ -176,7 +176,14 @@ export const makeOpenWatch = (
         attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
       }),
       (span) =>
-        send("GET", path, undefined, span, (sent) => Effect.flatMap(Effect.scope, (scope) => opened(sent, scope)))
+        send(
+          "GET",
+          path,
+          undefined,
+          span,
+          (sent) => Effect.flatMap(Effect.scope, (scope) => opened(sent, scope)),
+          options.acceptGzip
+        )
     )
   }
   return openWatch

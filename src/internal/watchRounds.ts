@@ -49,6 +49,7 @@ export interface WatchSettings extends WatchMachine.MachineSettings {
   readonly pageSize: number
   readonly jitter: boolean
   readonly listMode: WatchMachine.ListMode
+  readonly gzipStreamingLists: boolean
 }
 
 /** The client calls a round makes. */
@@ -221,7 +222,8 @@ const watchOptions = (
       resourceVersionMatch: "NotOlderThan",
       allowWatchBookmarks: true,
       timeoutSeconds: settings.timeoutSeconds,
-      idleTimeout: settings.idleLimit
+      idleTimeout: settings.idleLimit,
+      acceptGzip: settings.gzipStreamingLists
     }
 
 /**

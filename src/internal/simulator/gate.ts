@@ -48,6 +48,8 @@ export interface RecordedRequest {
   readonly subresource: string | undefined
   /** The query parameters, first value of each. */
   readonly query: Readonly<Record<string, string>>
+  /** The request's `Accept-Encoding`, if it had one. */
+  readonly acceptEncoding: string | undefined
 }
 
 /** A queued fault, and how many more requests it answers. */
@@ -164,7 +166,8 @@ const record = (log: RequestLog, ctx: RequestContext): void => {
     namespace: ctx.namespace,
     name: ctx.name,
     subresource: ctx.subresource,
-    query
+    query,
+    acceptEncoding: ctx.request.headers["accept-encoding"]
   })
 }
 

@@ -7,7 +7,8 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Either, Random, Stream } from "effect"
+import { Chunk, Effect, Either, Random, Stream } from "effect"
+import * as Zlib from "node:zlib"
 import type { RequestContext } from "./http.ts"
 import { jsonResponse, selects, statusResponse } from "./http.ts"
 import { encodeUnstructured } from "./kubeJson.ts"
@@ -32,7 +33,7 @@ export const serveList = (
 
 export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
   Effect.gen(function*() {
-    const request = watchRequestOf(ctx.query)
+    const request = watchRequestOf(ctx.query, server.watchList)
     if (Either.isLeft(request)) return statusResponse(request.left)
     // The apiserver's default: a random time between its minimum request timeout and twice that.
     const timeoutSeconds = request.right.timeoutSeconds ?? (yield* Random.nextIntBetween(1800, 3600))
@@ -43,11 +44,25 @@ export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
       NodeHttpServerRequest.toServerResponse(ctx.request)
     )
     const encoder = new TextEncoder()
+    if (request.right.mode === "initialWithBookmark" && server.watchListCompression && acceptsGzip(ctx)) {
+      // As 1.37's watch handler: each flush (here, each chunk of lines) is a gzip member of its own.
+      return HttpServerResponse.stream(
+        Stream.mapChunks(body, (lines) => Chunk.of(new Uint8Array(Zlib.gzipSync(Chunk.join(lines, ""))))),
+        {
+          contentType: "application/json",
+          headers: { "cache-control": "no-cache, private", "content-encoding": "gzip", vary: "Accept-Encoding" }
+        }
+      )
+    }
     return HttpServerResponse.stream(Stream.map(body, (line) => encoder.encode(line)), {
       contentType: "application/json",
       headers: { "cache-control": "no-cache, private" }
     })
   })
+
+/** Whether the request's Accept-Encoding names gzip, read as kube-apiserver reads it. */
+const acceptsGzip = (ctx: RequestContext): boolean =>
+  (ctx.request.headers["accept-encoding"] ?? "").split(",").some((token) => token.trim() === "gzip")
 
 export const serveGet = (store: ObjectStore, ctx: RequestContext) =>
   Effect.sync(() => {

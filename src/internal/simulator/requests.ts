@@ -201,7 +201,10 @@ export interface WatchRequest {
 }
 
 /** A watch's query, validated as kube-apiserver validates it. */
-export const watchRequestOf = (q: URLSearchParams): Either.Either<WatchRequest, FailureStatus> => {
+export const watchRequestOf = (
+  q: URLSearchParams,
+  watchListEnabled = true
+): Either.Either<WatchRequest, FailureStatus> => {
   const resourceVersion = q.get("resourceVersion") ?? ""
   const match = q.get("resourceVersionMatch") ?? ""
   const sendInitialEvents = queryBool(q, "sendInitialEvents")
@@ -213,6 +216,13 @@ export const watchRequestOf = (q: URLSearchParams): Either.Either<WatchRequest, 
         field: "resourceVersionMatch",
         kind: "Forbidden",
         detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+      })
+    }
+    if (!watchListEnabled) {
+      problems.push({
+        field: "sendInitialEvents",
+        kind: "Forbidden",
+        detail: "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
       })
     }
     if (!allowBookmarks) {

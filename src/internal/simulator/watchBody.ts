@@ -40,6 +40,9 @@ export interface WatchServer {
   readonly watches: Set<WatchHandle>
   readonly openWatchCount: SubscriptionRef.SubscriptionRef<number>
   readonly bookmarkInterval: Duration.Duration
+  /** Feature gates: streaming lists served; gzipped when the client accepts it. */
+  readonly watchList: boolean
+  readonly watchListCompression: boolean
 }
 
 /** One line of a watch's body. */
