@@ -6,13 +6,16 @@
  * @internal
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, SubscriptionRef } from "effect"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Stream, SubscriptionRef } from "effect"
 import type { KubeResource } from "../../KubeResource.ts"
 import type { Handler, RequestContext, Verb } from "./http.ts"
 import { statusResponse } from "./http.ts"
 import type { FailureStatus } from "./kubeJson.ts"
 import type { ObjectStore } from "./objectStore.ts"
+import { namespaceOf } from "./objectStore.ts"
 import { parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
+import { eventLine } from "./watchBody.ts"
 
 /**
  * A failure the server can be told to answer with, instead of serving the request:
@@ -25,6 +28,9 @@ import { parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
  * - `Forbidden`: 403, the RBAC Status for the request's verb.
  * - `BadGatewayHtml`: 502, an HTML page, as a proxy in front of the apiserver sends.
  * - `TooLargeResourceVersion`: 504, the "Too large resource version" Status.
+ * - `CutMidStream`: a watch's 200 with the first half of the namespace's objects as ADDED events (a
+ *   streaming list's initial events, cut short; the selector is not applied) and half a line, then
+ *   the connection destroyed.
  */
 export type FaultKind =
   | "TooManyRequests"
@@ -35,6 +41,7 @@ export type FaultKind =
   | "Forbidden"
   | "BadGatewayHtml"
   | "TooLargeResourceVersion"
+  | "CutMidStream"
 
 /** One HTTP request the server saw, for a test to assert on (never its headers: they hold the token). */
 export interface RecordedRequest {
@@ -152,7 +159,24 @@ export const faultResponse = (
       const asked = parseResourceVersion(ctx.query.get("resourceVersion") ?? "")
       return statusResponse(tooLarge(String(asked ?? gate.store.resourceVersion + 1), gate.store.resourceVersion))
     }
+    case "CutMidStream":
+      return cutMidStream(gate.store, ctx)
   }
+}
+
+const cutMidStream = (store: ObjectStore, ctx: RequestContext): HttpServerResponse.HttpServerResponse => {
+  const objects = store.current().map(([, object]) => object).filter((o) => namespaceOf(o) === ctx.namespace)
+  const half = objects.slice(0, Math.ceil(objects.length / 2)).map((o) => eventLine("ADDED", o)).join("")
+  const text = half + eventLine("ADDED", objects.at(-1) ?? {}).slice(0, 24)
+  const nodeResponse = NodeHttpServerRequest.toServerResponse(ctx.request)
+  // Written past the platform's stream, so the socket dies once these bytes are out, not before.
+  const cut = Effect.async<Uint8Array>((resume) => {
+    nodeResponse.write(text, () => {
+      nodeResponse.socket?.destroy()
+      resume(Effect.succeed(new Uint8Array(0)))
+    })
+  })
+  return HttpServerResponse.stream(Stream.fromEffect(cut), { contentType: "application/json" })
 }
 
 /** Adds the request to the log (its query's first value of each parameter). */

@@ -1,0 +1,193 @@
+/**
+ * Streaming lists (rules 16–18 of `src/internal/watchMachine.ts`) end to end: `SandboxWatch` in its
+ * default `auto` mode on `KubeClient` over real HTTP against the simulated API server, which serves
+ * `sendInitialEvents` as 1.34+ does (and refuses it as a server with the WatchList gate off, when
+ * told). Pauses are TestClock's; only the sockets are real. test/apiserver/streamingList.test.ts
+ * holds the same behaviour to the real servers.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
+import * as KubeClient from "../src/KubeClient.ts"
+import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
+import { eventually, nextPause, passNextPause } from "./support/waiting.ts"
+
+const sandboxObject = (name: string, phase = "Pending") => ({
+  apiVersion: "jr2.dev/v1alpha1",
+  kind: "Sandbox",
+  metadata: { name, labels: { "jr2.dev/run": "r1" } },
+  spec: { repos: [{ key: "main", url: "https://example.test/repo.git" }], resources: { limits: { memory: "2Gi" } } },
+  status: { phase }
+})
+
+const describeTold = (value: Option.Option<Sandbox>) =>
+  Option.match(value, { onNone: () => "gone", onSome: (s) => `${s.metadata.name}:${s.status?.phase ?? "-"}` })
+
+const record = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
+  Effect.gen(function*() {
+    const told = yield* Ref.make<ReadonlyArray<string>>([])
+    yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
+    return {
+      told: Ref.get(told),
+      awaitTold: (count: number) => eventually(Ref.get(told), (t) => t.length >= count)
+    }
+  })
+
+const provideCluster =
+  (options: Partial<SimulatedApiServer.Options> = {}) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provide(
+      effect,
+      KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(
+        Layer.provideMerge(
+          SimulatedApiServer.layerWithKubeConfig({
+            resource: SandboxResource,
+            namespace: "ns",
+            historySize: 20,
+            bookmarkInterval: "1 hour",
+            ...options
+          })
+        )
+      )
+    )
+
+const seeded = (names: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const server = yield* SimulatedApiServer.SimulatedApiServer
+    for (const name of names) yield* server.create(sandboxObject(name))
+    return server
+  })
+
+/** The watch in its default list mode (`auto`). */
+const startWatch = SandboxWatch.make({ namespace: "ns", jitter: false })
+
+describe("SandboxWatch streaming lists over HTTP against the simulated API server", () => {
+  it.scoped("16. auto streams the first list: no LIST, synced at the end bookmark, then the same watch tells changes", () =>
+    provideCluster()(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1", "s2", "s3"])
+        const watch = yield* startWatch
+        const s1 = yield* record(watch.changes("s1"))
+        yield* watch.synced
+        expect((yield* watch.health).cached).toBe(3)
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+        expect(yield* server.requestsOf("list")).toEqual([])
+        const [first] = yield* server.requestsOf("watch")
+        expect(first?.query).toMatchObject({
+          sendInitialEvents: "true",
+          resourceVersionMatch: "NotOlderThan",
+          allowWatchBookmarks: "true"
+        })
+        expect(first?.query.resourceVersion).toBeUndefined()
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+        // The change came on the streaming list's own connection.
+        expect(yield* server.requestsOf("watch")).toHaveLength(1)
+      })
+    ))
+
+  it.scoped("16. a resume after the end bookmark is a plain watch from the newest resourceVersion, never the initial events again", () =>
+    provideCluster()(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1"])
+        const watch = yield* startWatch
+        const s1 = yield* record(watch.changes("s1"))
+        yield* watch.synced
+        yield* server.awaitOpenWatches(1)
+        const rv = yield* server.resourceVersion
+        yield* server.closeWatches
+        // A watch that said nothing after its list (the initial events are the list, rule 5) and
+        // closed early: one floor before the resume (rule 8).
+        expect(yield* passNextPause()).toBe(500)
+        const [, resumed] = yield* server.awaitRequests(2, "watch")
+        expect(resumed?.query.resourceVersion).toBe(rv)
+        expect(resumed?.query.sendInitialEvents).toBeUndefined()
+        expect(resumed?.query.resourceVersionMatch).toBeUndefined()
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        // Told once for the reconcile and once for the change: the resume repeated nothing.
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+        expect(yield* server.requestsOf("list")).toEqual([])
+      })
+    ))
+
+  it.scoped("17. a connection cut in the middle of the initial events drops the draft: nothing told, not synced; after the back-off it streams again", () =>
+    provideCluster()(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1", "s2", "s3", "s4"])
+        yield* server.failNext(1, "CutMidStream", { verbs: ["watch"] })
+        const watch = yield* startWatch
+        const s1 = yield* record(watch.changes("s1"))
+        yield* server.awaitRequests(1, "watch")
+        // The cut streaming list waits the back-off (its floor), unsynced, having told nobody.
+        expect(yield* nextPause()).toBe(500)
+        expect((yield* watch.health).synced).toBe(false)
+        expect((yield* watch.health).cached).toBe(0)
+        expect((yield* watch.health).watchRestarts).toBe(1)
+        expect(yield* s1.told).toEqual([])
+        yield* TestClock.adjust("500 millis")
+        const [, again] = yield* server.awaitRequests(2, "watch")
+        expect(again?.query).toMatchObject({ sendInitialEvents: "true", resourceVersionMatch: "NotOlderThan" })
+        expect(again?.query.resourceVersion).toBeUndefined()
+        yield* watch.synced
+        expect((yield* watch.health).cached).toBe(4)
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+        expect(yield* server.requestsOf("list")).toEqual([])
+      })
+    ))
+
+  it.scoped("5/16. after an apiserver restart with a delete unseen, the 410 re-lists by streaming again and tells only the deleted gone", () =>
+    provideCluster()(
+      Effect.gen(function*() {
+        const server = yield* seeded(["keep", "goes"])
+        const watch = yield* startWatch
+        const keep = yield* record(watch.changes("keep"))
+        const goes = yield* record(watch.changes("goes"))
+        yield* keep.awaitTold(1)
+        yield* goes.awaitTold(1)
+        yield* server.awaitOpenWatches(1)
+        yield* server.stallWatches
+        yield* server.mergePatch("keep", { metadata: { annotations: { touched: "yes" } } })
+        yield* server.restart
+        yield* server.delete("goes")
+        // The restart closed a watch that said nothing since its bookmark: one floor; the resume
+        // meets the 410 and waits one floor again before the list.
+        expect(yield* passNextPause()).toBe(500)
+        const [, resumed] = yield* server.awaitRequests(2, "watch")
+        expect(resumed?.query.sendInitialEvents).toBeUndefined()
+        expect(yield* passNextPause()).toBe(500)
+        const [, , relisted] = yield* server.awaitRequests(3, "watch")
+        expect(relisted?.query).toMatchObject({ sendInitialEvents: "true" })
+        expect(yield* goes.awaitTold(2)).toEqual(["goes:Pending", "gone"])
+        expect(yield* keep.awaitTold(2)).toEqual(["keep:Pending", "keep:Pending"])
+        expect(yield* server.requestsOf("list")).toEqual([])
+        expect((yield* watch.health).relists).toBe(1)
+      })
+    ))
+
+  it.scoped("18. auto against a server with the WatchList gate off: the 422 once, then pages for the watch's life, telling nothing on the way", () =>
+    provideCluster({ watchList: false })(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1", "s2"])
+        const watch = yield* startWatch
+        const s1 = yield* record(watch.changes("s1"))
+        yield* watch.synced
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+        const [refused, ...plain] = yield* server.awaitRequests(2, "watch")
+        expect(refused?.query).toMatchObject({ sendInitialEvents: "true" })
+        expect(yield* server.requestsOf("list")).toHaveLength(1)
+        for (const request of plain) expect(request.query.sendInitialEvents).toBeUndefined()
+        // A later list (after a 410) is paged at once: the fallback holds for the watch's life.
+        yield* server.awaitOpenWatches(1)
+        yield* server.stallWatches
+        yield* server.mergePatch("s2", { metadata: { annotations: { touched: "yes" } } })
+        yield* server.restart
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(3, "watch")
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(2, "list")
+        const watches = yield* server.requestsOf("watch")
+        expect(watches.filter((w) => w.query.sendInitialEvents !== undefined)).toHaveLength(1)
+        expect(yield* s1.told).toEqual(["s1:Pending"])
+      })
+    ))
+})
