@@ -64,7 +64,8 @@ const streamingOptions = {
   resourceVersionMatch: "NotOlderThan",
   allowWatchBookmarks: true,
   timeoutSeconds: 240,
-  idleTimeout: Duration.seconds(270)
+  idleTimeout: Duration.seconds(270),
+  acceptGzip: false
 }
 
 describe("SandboxWatch streaming lists", () => {
@@ -201,6 +202,27 @@ describe("SandboxWatch streaming lists", () => {
       yield* watch.synced
       yield* settle
       expect(yield* a).toEqual(["a@7:Pending"])
+    }))
+
+  it.scoped("18. auto: a server that ignores sendInitialEvents and sends no bookmark (ADDED events only) is paged after the watch's whole term, having told nothing", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      const ignored = yield* kube.nextWatch
+      // What a server that does not know the parameters answers a watch from "": every object as
+      // ADDED, then only changes; no bookmark at all.
+      yield* ignored.emit(added(sandbox("a", "7")), added(sandbox("b", "8")))
+      yield* TestClock.adjust(Duration.seconds(240))
+      yield* settle
+      expect(yield* a).toEqual([])
+      expect((yield* watch.health).synced).toBe(false)
+      yield* ignored.end
+      yield* kube.respondList(fullList("10", sandbox("a", "7")))
+      yield* watch.synced
+      yield* settle
+      expect(yield* a).toEqual(["a@7:Pending"])
+      const watched = (yield* kube.calls).filter((call) => call.verb === "watch")
+      expect(watched.filter((call) => call.options.sendInitialEvents === true)).toHaveLength(1)
     }))
 
   it.scoped("18. stream: a 422 is a failure like any other, retried with the back-off, still streaming", () =>

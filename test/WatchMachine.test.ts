@@ -439,6 +439,25 @@ const streamRows: ReadonlyArray<StreamRow> = [
     restart: "stream-unsupported"
   },
   {
+    rule: "18. auto: a streaming list that ran its whole term without the end bookmark (the server ignored " +
+      "sendInitialEvents and sent no bookmark): pages",
+    settings: auto,
+    from: streaming(),
+    end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 240_000 }),
+    next: "list(initial)",
+    pause: "none",
+    restart: "stream-unsupported"
+  },
+  {
+    rule: "18. stream mode: a whole term without the end bookmark is unfinished: stream again after the back-off",
+    settings: streamOnly,
+    from: streaming(),
+    end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 240_000 }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
     rule: "18. stream mode: a 422 is a failure like any other; stream again after the back-off",
     settings: streamOnly,
     from: streaming(),

@@ -51,12 +51,14 @@
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
  *     silence, a close); never a resume from a half-known state.
- * 18. In `"auto"`, a server that cannot stream a list says so in one of two ways: it refuses the
+ * 18. In `"auto"`, a server that cannot stream a list says so in one of three ways: it refuses the
  *     request with a 4xx `Status` (400, 404, 405, 415, 422: 1.20 forbids resourceVersionMatch on a
- *     watch, a newer server with the WatchList gate off rejects the parameters), or it sends a
- *     bookmark without the end annotation (it ignored `sendInitialEvents`). Then every list is
- *     paged for the life of the watch, at once, said once. In `"stream"` these are failures like
- *     rule 7.
+ *     watch, a newer server with the WatchList gate off rejects the parameters), it sends a
+ *     bookmark without the end annotation (it ignored `sendInitialEvents`), or it runs the watch's
+ *     whole `timeoutSeconds` without the end bookmark (it ignored them and sends no bookmarks; a
+ *     server that streams sends the bookmark as soon as the initial events are out). Then every
+ *     list is paged for the life of the watch, at once, said once. In `"stream"` these are failures
+ *     like rule 7.
  *
  * Rules 10–14 are the cache's (`sandboxCache.ts`); the others are decided here.
  *
@@ -262,6 +264,13 @@ const relist = (reason: ListReason, lists: ListKind): WatchState => WatchState.N
 const refusesStreaming = (error: KubeError.KubeClientError): boolean =>
   error._tag === "KubeStatusError" && [400, 404, 405, 415, 422].includes(error.code)
 
+/**
+ * A watch that lasted (nearly) its whole `timeoutSeconds`. For a streaming list, that is rule 18's
+ * deadline: a server that streams sends its end bookmark as soon as the initial events are out.
+ */
+const ranItsTerm = (ranMillis: number, settings: MachineSettings): boolean =>
+  ranMillis >= settings.timeoutSeconds * 1000 * FullTermShare
+
 /** Rules 17 and 18: a streaming list's round ended before its end bookmark. */
 const ofUnfinishedStream = (
   state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
@@ -272,6 +281,9 @@ const ofUnfinishedStream = (
     ? end.why
     : end._tag === "WatchFailed" && refusesStreaming(end.error)
     ? `the server refused a streaming list (${end.error.message})`
+    : end._tag === "Closed" && ranItsTerm(end.ranMillis, settings)
+    ? `the server ran a streaming list's whole term (${settings.timeoutSeconds}s) without its end bookmark ` +
+      `(it ignored sendInitialEvents)`
     : undefined
   if (unsupported !== undefined && settings.listMode === "auto") {
     return {
@@ -447,7 +459,7 @@ const ofClose = (
 ): Transition => {
   const next = watching(end.resourceVersion, lists)
   if (end.heard) return { next, pause: none, restart: undefined, message: undefined }
-  if (end.ranMillis >= settings.timeoutSeconds * 1000 * FullTermShare) {
+  if (ranItsTerm(end.ranMillis, settings)) {
     return { next, pause: none, restart: undefined, message: "the watch ran its term without a change" }
   }
   return {
