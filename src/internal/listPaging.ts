@@ -87,7 +87,7 @@ export const makeListing = (
     options: Omit<ListOptions, "continue"> = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
     // Made once the first page is asked for: the first time (a process's first list), its compile
-    // (~2 ms) then runs while the server answers rather than before the request.
+    // then runs while the server answers rather than before the request.
     let decode: Decode<A> | undefined
     const cuts = cutsFor(schema)
     const attempt = (
@@ -102,11 +102,9 @@ export const makeListing = (
         let token: string | undefined = undefined
         // The next page, asked for as soon as this one is here, before it is parsed and decoded:
         // the server makes it meanwhile. One page ahead at most, as client-go's pager buffers
-        // pages for EachListItem. 10,000 Sandboxes from a server that takes 5 / 20 ms a page
-        // (`npx tsx scratchpad/listAhead.ts 5`): 156–171 against 225–237 ms, 465–472 against
-        // 530–550 one page after another; level on the benchmark's sync. (Asked for from a page's
+        // pages for EachListItem (`npx tsx scratchpad/listAhead.ts 5`). (Asked for from a page's
         // first bytes while the rest still came, two bodies were read at once, and the
-        // benchmark's sync took up to 10% more CPU in A/B runs: not kept.)
+        // benchmark's sync took more CPU in A/B runs: not kept.)
         let ahead: Fiber.RuntimeFiber<FetchedPage, KubeClientError> | undefined
         // A page asked for and not wanted is interrupted, and its read hangs up (the list's scope
         // does the same for one still asked for when the list ends otherwise).

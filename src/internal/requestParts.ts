@@ -7,7 +7,7 @@ export type Query = ReadonlyArray<readonly [string, string | number | boolean | 
 
 /**
  * `?a=1&b=2` (only the defined ones, each value percent-encoded), or `""`. Built by hand: a
- * `URLSearchParams` per watch request cost a resume 2–3 µs (`npm run bench -- --profile
+ * `URLSearchParams` per watch request showed in a resume's profile (`npm run bench -- --profile
  * sw@22:storm`). The keys are this file's own, plain ASCII.
  */
 export const queryString = (params: Query): string => {

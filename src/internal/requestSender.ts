@@ -132,8 +132,8 @@ export const makeRequests = (
         // whoever takes its body: `use` takes it at once (a watch's scope finalizer, or `readBody`,
         // which discards it when interrupted and reads interruptibly). The gap closed is two or
         // three runtime steps, where a fiber yields only when its op budget runs out. A guard of its
-        // own around `use` cost a watch resume 14 runtime instructions (`npx tsx
-        // scratchpad/effectOps.ts`: 202 → 216); this costs 3 (→ 205).
+        // own around `use` cost a watch resume several times the runtime instructions this does
+        // (`npx tsx scratchpad/effectOps.ts`).
         return Effect.uninterruptibleMask((restore) =>
           Effect.flatMap(restore(sent), (answer) =>
             answer.status >= 200 && answer.status < 300

@@ -6,8 +6,7 @@
  * a span with every header as an attribute, parses the URL again, registers the response with a
  * `FinalizationRegistry` and aborts an `AbortController` at the end of every body (a `DOMException`
  * each time); per body chunk its `Stream` adds channel stages. A watch resume is one request, so
- * that was most of what a resume cost: 0.45–0.86 ms of CPU per request through it, against
- * 0.05–0.12 ms for the same request here (`npx tsx scratchpad/resumeCost.ts`, rows `raw` and
+ * that was most of what a resume cost (`npx tsx scratchpad/resumeCost.ts`, rows `raw` and
  * `undici`). The headers deadline is kept by the client's `DeadlineTimer` (on the `Clock`, so tests
  * drive it with `TestClock`); an interrupt aborts the request or destroys the body, which frees the
  * connection.
@@ -74,7 +73,7 @@ export interface HeadersDeadline {
 /**
  * What aborts a request: undici takes an EventEmitter with `aborted` and `reason` where it takes an
  * `AbortSignal`. An `AbortController` per request (an `EventTarget`, its listener added and removed
- * by undici twice over) cost a watch resume 5–7 µs of CPU out of 27–34 for the whole request
+ * by undici twice over) was a sizeable share of a watch resume's CPU
  * (`npx tsx scratchpad/dispatchCost.ts`, rows `+signal` and `+emitter`).
  */
 class AbortSwitch extends EventEmitter {

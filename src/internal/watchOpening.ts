@@ -124,8 +124,8 @@ export const makeOpenWatch = (
     const decodeLine = cutsFor(schema) ? decodeObjectWithoutManagedFields : undefined
     // The span lives as long as the watch's scope. (`Stream.withSpan` would provide it afresh to
     // every chunk read: a watch reads thousands a second, and that doubled what each allocated.)
-    // Nested `flatMap`s, not `Effect.gen`: a resume runs this once, and the generator's four
-    // resumptions cost it ~5 µs of CPU (`npm run bench -- --profile sw@22:storm`).
+    // Nested `flatMap`s, not `Effect.gen`: a resume runs this once, and the generator's
+    // resumptions showed in its profile (`npm run bench -- --profile sw@22:storm`).
     const opened = (sent: Sent, scope: Scope.Scope): Effect.Effect<WatchPull<A>> => {
       const body = sent.answer.body
       // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
