@@ -5,7 +5,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Option } from "effect"
 import { Readable } from "node:stream"
-import { BodyReader } from "../src/internal/undiciExchange.ts"
+import * as Zlib from "node:zlib"
+import { BodyReader, gunzipped } from "../src/internal/undiciExchange.ts"
 
 /** One turn of the event loop: the stream's `readable`, `end` and `error` events are emitted on the next tick. */
 const turn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
@@ -71,5 +72,56 @@ describe("BodyReader", () => {
       yield* turn
       expect(yield* Effect.flip(Fiber.join(waiting))).toBe(idle)
       expect(yield* Effect.flip(reader.next)).toBe(idle)
+    }))
+})
+
+describe("a gzipped body (a streaming list from 1.37 with WatchListCompression)", () => {
+  const gzipped = () => {
+    const stream = new Readable({ read() {} })
+    return { stream, reader: new BodyReader(gunzipped(stream)) }
+  }
+
+  /** Reads until the end, as the watch does. */
+  const readAll = (reader: BodyReader): Effect.Effect<string, unknown> =>
+    Effect.gen(function*() {
+      let all = ""
+      for (;;) {
+        const bytes = yield* reader.next
+        if (bytes === null) return all
+        all += bytes.toString()
+      }
+    })
+
+  it.effect("is inflated as it is read, one gzip member after another (the server flushes a member at a time)", () =>
+    Effect.gen(function*() {
+      const { reader, stream } = gzipped()
+      const reading = yield* Effect.fork(readAll(reader))
+      stream.push(Zlib.gzipSync("{\"type\":\"ADDED\"}\n"))
+      yield* turn
+      const second = Zlib.gzipSync("{\"type\":\"BOOKMARK\"}\n")
+      // A member split across two network reads.
+      stream.push(second.subarray(0, 7))
+      yield* turn
+      stream.push(second.subarray(7))
+      stream.push(null)
+      expect(yield* Fiber.join(reading)).toBe("{\"type\":\"ADDED\"}\n{\"type\":\"BOOKMARK\"}\n")
+    }))
+
+  it.effect("a discard destroys the socket's stream under it, which ends the request", () =>
+    Effect.gen(function*() {
+      const { reader, stream } = gzipped()
+      stream.push(Zlib.gzipSync("partial"))
+      yield* turn
+      reader.discard()
+      yield* turn
+      expect(stream.destroyed).toBe(true)
+    }))
+
+  it.effect("bytes that are not gzip fail the read, not the process", () =>
+    Effect.gen(function*() {
+      const { reader, stream } = gzipped()
+      stream.push(Buffer.from("this is not gzip at all"))
+      const failed = yield* Effect.exit(readAll(reader))
+      expect(Exit.isFailure(failed)).toBe(true)
     }))
 })

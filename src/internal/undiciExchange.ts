@@ -150,7 +150,7 @@ const asked = (request: Outgoing, headers: Answer["headers"]): boolean =>
  * limit) destroys the socket's too. Inflating only what is read keeps a gzip bomb within the
  * read's own limits (a line's, a page's); 1.37 sends a gzip member per flush, which zlib reads on.
  */
-const gunzipped = (body: Readable): Readable =>
+export const gunzipped = (body: Readable): Readable =>
   Stream.pipeline(body, Zlib.createGunzip(), () => {
     // Errors reach the reader through the gunzip stream's own `error` event.
   })
