@@ -17,6 +17,7 @@ import type { Sandbox } from "../../src/Sandbox.ts"
 import { Sandbox as SandboxSchema, SandboxResource } from "../../src/Sandbox.ts"
 import type { SandboxWatchService } from "../../src/SandboxWatch.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
 
@@ -160,17 +161,25 @@ export interface HeardEvent {
   readonly resourceVersion?: string
   readonly code?: number
   readonly reason?: string
+  /** A bookmark's `k8s.io/initial-events-end` annotation said `"true"`: a streaming list's end. */
+  readonly initialEventsEnd?: true
 }
 
 /** One watch request and what came of it. */
 export interface WatchCall {
+  /** `Date.now()` when the watch was asked for (real time: these tests run on the real clock). */
+  readonly at: number
   readonly resourceVersion: string | undefined
   readonly timeoutSeconds: number | undefined
   readonly allowWatchBookmarks: boolean | undefined
   readonly labelSelector: string | undefined
+  /** Set on a streaming list's watch (rule 16). */
+  readonly sendInitialEvents: boolean | undefined
   readonly events: ReadonlyArray<HeardEvent>
   /** `open`; `end` (the server closed it); `interrupted` (we hung up); or the failure's tag and code. */
   readonly outcome: string
+  /** The failure's message, when the watch failed with one (a Status's `message`, in words). */
+  readonly failureMessage?: string
 }
 
 /** One whole (paged) list and what came of it. */
@@ -230,7 +239,11 @@ const describeExit = (exit: Exit.Exit<unknown, KubeClientError>): string =>
 const heard = (event: WatchEvent<{ readonly metadata: { readonly name: string } }>): HeardEvent => {
   switch (event.type) {
     case "BOOKMARK":
-      return { type: event.type, resourceVersion: event.resourceVersion }
+      return {
+        type: event.type,
+        resourceVersion: event.resourceVersion,
+        ...(event.annotations[InitialEventsEndAnnotation] === "true" ? { initialEventsEnd: true as const } : {})
+      }
     case "ERROR":
       return {
         type: event.type,
@@ -259,10 +272,12 @@ export const probe = (inner: KubeClient.KubeClientService): Effect.Effect<Probe>
           watches: [
             ...l.watches,
             {
+              at: Date.now(),
               resourceVersion: options.resourceVersion,
               timeoutSeconds: options.timeoutSeconds,
               allowWatchBookmarks: options.allowWatchBookmarks,
               labelSelector: options.labelSelector,
+              sendInitialEvents: options.sendInitialEvents,
               events: [],
               outcome: "open"
             }
@@ -312,11 +327,21 @@ export const probe = (inner: KubeClient.KubeClientService): Effect.Effect<Probe>
         Effect.gen(function*() {
           const index = yield* register(options)
           let outcome: string | undefined
+          let failureMessage: string | undefined
           yield* Effect.addFinalizer((exit) =>
-            updateWatch(index, (w) => ({ ...w, outcome: outcome ?? describeExit(exit as Exit.Exit<unknown, never>) }))
+            updateWatch(index, (w) => ({
+              ...w,
+              outcome: outcome ?? describeExit(exit as Exit.Exit<unknown, never>),
+              ...(failureMessage === undefined ? {} : { failureMessage })
+            }))
           )
           const pull = yield* inner.openWatch(resource, schema, options).pipe(
-            Effect.tapError((error) => Effect.sync(() => (outcome = describeFailure(error))))
+            Effect.tapError((error) =>
+              Effect.sync(() => {
+                outcome = describeFailure(error)
+                failureMessage = error.message
+              })
+            )
           )
           return pull.pipe(
             Effect.tap((chunk) =>
