@@ -43,6 +43,8 @@ const watchOn = (
     backoffFloor: "50 millis",
     backoffCap: "2 seconds",
     jitter: false,
+    // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
+    listMode: "paged",
     ...options
   }).pipe(Effect.provideService(KubeClient.KubeClient, client))
 

@@ -53,7 +53,9 @@ const scenario = (run: string, names: ReadonlyArray<string>, watched: ReadonlyAr
       backoffFloor: "50 millis",
       backoffCap: Cap,
       timeoutSeconds: 5,
-      idleMargin: "2 seconds"
+      idleMargin: "2 seconds",
+      // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
+      listMode: "paged"
     }).pipe(Effect.provideService(KubeClient.KubeClient, wire.client))
     yield* watch.synced
     const all = yield* recordAll(watch)

@@ -54,7 +54,9 @@ const scenario = (run: string, names: ReadonlyArray<string>) =>
       backoffCap: "5 seconds",
       timeoutSeconds: 30,
       idleMargin: "5 seconds",
-      jitter: false
+      jitter: false,
+      // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
+      listMode: "paged"
     }).pipe(Effect.provide(client))
     yield* watch.synced
     const all = yield* recordAll(watch)

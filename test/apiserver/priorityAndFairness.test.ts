@@ -168,7 +168,9 @@ describe("API Priority and Fairness against the real kube-apiserver", () => {
           labelSelector: `jr2.dev/run=${run}`,
           backoffFloor: "50 millis",
           backoffCap: "30 seconds",
-          jitter: false
+          jitter: false,
+          // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
+          listMode: "paged"
         }).pipe(Effect.provideService(KubeClient.KubeClient, wire.client), Effect.provide(logs.layer))
         const all = yield* recordAll(watch)
         const throttled = yield* wire.await((l) => l.lists.length >= 3, "three lists while refused", "40 seconds")

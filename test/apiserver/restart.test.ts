@@ -104,7 +104,9 @@ describe("real kube-apiserver restart", () => {
             labelSelector: `jr2.dev/run=${run}`,
             backoffFloor: "50 millis",
             backoffCap: "5 seconds",
-            jitter: false
+            jitter: false,
+            // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
+            listMode: "paged"
           }).pipe(Effect.provideService(KubeClient.KubeClient, client))
         const synced = yield* watchOn(yield* clientOn(Facts.connection(facts)))
         yield* synced.synced
