@@ -14,6 +14,7 @@
  *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
  *   npm run bench -- --only sync --no-apiserver      # without the real kube-apiserver rows
  *   npm run bench -- --only sync,heap,scale          # N and 10 × N (`--scale-n`): linear or not
+ *   npm run bench -- --only scale --scale-apiserver  # the scale rows also against the real kube-apiserver
  *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
  *
  * The sync scenario also runs every program against a real kube-apiserver on etcd, 1.37.2 (or
@@ -218,8 +219,9 @@ const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => 
       })
     }
   }
-  // Every sync line again against the real server, below the replay ones, in the same rounds.
-  if (scenario === "sync" && withRealServer) {
+  // Every sync line again against the real server, below the replay ones, in the same rounds (and
+  // every scale line, with `--scale-apiserver`).
+  if ((scenario === "sync" || scenario === "scale") && withRealServer) {
     out.push(...out.map((e) => ({ ...e, key: `${e.key}/real`, label: `${e.label}, ${realLabel}`, real: true })))
   }
   return out
@@ -671,11 +673,14 @@ const tableOf = (
         )
       }
       lines.push(...streamComparison(entries, results))
+      if (below.length > 0) lines.push("", ...below)
       if (earlier.sync === undefined || earlier.heap === undefined) {
         lines.push("", "The ratios need the sync and heap scenarios in the same run (`--only sync,heap,scale`).")
       }
       return {
-        title: `7. Scale: N = ${fmt(scaleN)} (replay server): time to synced, heap per object and peak RSS`,
+        title: `7. Scale: N = ${fmt(scaleN)} (replay server${
+          entries.some((e) => e.real === true) ? "; and the real kube-apiserver" : ""
+        }): time to synced, heap per object and peak RSS`,
         lines
       }
     }
@@ -696,7 +701,9 @@ let stopRealServer: (() => Promise<void>) | undefined
  * the line that says so under the table (and a failure when it was there but would not start).
  */
 const realServerFor = async (
-  failures: Array<string>
+  failures: Array<string>,
+  /** How many Sandboxes to seed: N for the sync scenario, the scale N with `--scale-apiserver`. */
+  n = shape.n
 ): Promise<{ readonly server?: RealServer.SeededServer; readonly below: string }> => {
   if (flag("no-apiserver")) return { below: "Real kube-apiserver rows not run (`--no-apiserver`)." }
   if (!RealServer.available()) {
@@ -707,7 +714,7 @@ const realServerFor = async (
   }
   try {
     const server = await RealServer.startSeeded(
-      shape.n,
+      n,
       (stop) => (stopRealServer = stop),
       (line) => process.stderr.write(`  real kube-apiserver: ${line}\n`)
     )
@@ -869,7 +876,12 @@ const main = async () => {
   try {
     for (const scenario of scenarios) {
       // Up only while the sync scenario runs, so it does not weigh on the others.
-      const real = scenario === "sync" ? await realServerFor(failures) : undefined
+      // The scale scenario's real rows are opt-in: seeding ten times N takes ten times as long.
+      const real = scenario === "sync"
+        ? await realServerFor(failures)
+        : scenario === "scale" && flag("scale-apiserver")
+        ? await realServerFor(failures, scaleN)
+        : undefined
       if (scenario === "scale") scaleServer = await Server.start(scaleShape)
       const realTarget = real?.server?.target
       const entries = entriesOf(scenario, realTarget !== undefined)
