@@ -300,16 +300,38 @@ export const peakRssMB = (): number => {
   return process.resourceUsage().maxRSS / 1024
 }
 
+/** The resident memory now, in MB: where a sync starts from, to set its peak against. */
+export const rssMB = (): number => process.memoryUsage.rss() / 1048576
+
+/**
+ * The figures of a sync, taken the moment it is synced: time and CPU to synced, the peak RSS up to
+ * then (`VmHWM`: the process's own high-water mark, exact, not sampled, which starts afresh at exec
+ * and so includes the child's start-up, whose peak is below the sync's) and the RSS the sync
+ * started from (`rssStartMB`, runtime and loaded modules), so `peakRssMB - rssStartMB` is what the
+ * list itself raised the peak by.
+ */
+export const syncFigures = (
+  ms: number,
+  cpu: number,
+  rssStartMB: number
+): { readonly ms: number; readonly cpuMs: number; readonly peakRssMB: number; readonly rssStartMB: number } => ({
+  ms,
+  cpuMs: cpu,
+  peakRssMB: peakRssMB(),
+  rssStartMB
+})
+
 /**
  * The scale scenario's figures: time and CPU to synced, heap per cached object (after a full
  * collection, less the heap before the start), and the peak RSS, which includes the list's bytes
- * and parse garbage that the settled heap no longer shows.
+ * and parse garbage that the settled heap no longer shows (as of synced when `timed` has it, from
+ * {@link syncFigures}; else now, after the collections).
  */
 export const scaleFigures = async (
   n: number,
-  timed: { readonly ms: number; readonly cpuMs: number },
+  timed: { readonly ms: number; readonly cpuMs: number; readonly peakRssMB?: number; readonly rssStartMB?: number },
   heapBefore: number
 ): Promise<Record<string, number>> => {
   const heapAfter = await settledHeap()
-  return { ...timed, perObject: (heapAfter - heapBefore) / n, peakRssMB: peakRssMB() }
+  return { peakRssMB: peakRssMB(), ...timed, perObject: (heapAfter - heapBefore) / n }
 }

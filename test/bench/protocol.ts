@@ -21,6 +21,12 @@ export interface ChildParams {
   readonly shape: DataShape
   /** List page size; 0 for one unpaged list. */
   readonly pageSize: number
+  /**
+   * How the floor and sandbox-watch list: in pages (`pageSize`; the default) or as a streaming list
+   * (one watch with `sendInitialEvents=true`, the objects as `ADDED` lines up to the bookmark
+   * annotated `k8s.io/initial-events-end`). client-node 2.0.1's informer has no streaming list.
+   */
+  readonly listMode?: "paged" | "stream"
   readonly fanout?: Fanout
   /** Idle subscribers of the `idle` and `waits` fan-outs. */
   readonly idleSubscribers?: number

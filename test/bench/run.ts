@@ -14,6 +14,7 @@
  *   npm run bench -- --snapshot sw@20 --only fanout  # what 10,000 idle subscriptions hold
  *   npm run bench -- --only sync --no-apiserver      # without the real kube-apiserver rows
  *   npm run bench -- --only sync,heap,scale          # N and 10 × N (`--scale-n`): linear or not
+ *   npm run bench -- --only scale --scale-apiserver  # the scale rows also against the real kube-apiserver
  *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
  *
  * The sync scenario also runs every program against a real kube-apiserver on etcd, 1.37.2 (or
@@ -148,9 +149,26 @@ interface Entry {
   readonly waits?: boolean
   /** Against the real kube-apiserver instead of the replay server. */
   readonly real?: boolean
+  /** Lists as a streaming list (`listMode: "stream"`) instead of in pages. */
+  readonly stream?: boolean
 }
 
 const realLabel = `against the real kube-apiserver ${RealServer.KubeVersion} (etcd)`
+
+/**
+ * The streaming-list rows of the sync and scale scenarios (issue 28): sandbox-watch and the floor
+ * again, listing with one `sendInitialEvents` watch instead of pages. client-node 2.0.1's informer
+ * has no streaming list, so it has none.
+ */
+const streamEntriesOf = (
+  scenario: Scenario,
+  program: Program,
+  base: { readonly program: Program; readonly label: string },
+  pageSize: number
+): Array<Entry> =>
+  (scenario === "sync" || scenario === "scale") && program.client !== "clientNode"
+    ? [{ ...base, key: `${program.id}/stream`, label: `${base.label}, streaming list`, pageSize, stream: true }]
+    : []
 
 const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => {
   const out: Array<Entry> = []
@@ -181,6 +199,7 @@ const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => 
     if (scenario === "sync" && program.client === "floor") {
       out.push({ ...base, key: `${program.id}/unpaged`, label: `${base.label}, one unpaged list`, pageSize: 0 })
     }
+    out.push(...streamEntriesOf(scenario, program, base, pageSize))
     if (scenario === "lat" && program.client === "sandboxWatch") {
       out.push({
         ...base,
@@ -200,8 +219,9 @@ const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => 
       })
     }
   }
-  // Every sync line again against the real server, below the replay ones, in the same rounds.
-  if (scenario === "sync" && withRealServer) {
+  // Every sync line again against the real server, below the replay ones, in the same rounds (and
+  // every scale line, with `--scale-apiserver`).
+  if ((scenario === "sync" || scenario === "scale") && withRealServer) {
     out.push(...out.map((e) => ({ ...e, key: `${e.key}/real`, label: `${e.label}, ${realLabel}`, real: true })))
   }
   return out
@@ -242,6 +262,7 @@ const runChild = (
     ...(entry.fanout === undefined ? {} : { fanout: entry.fanout, idleSubscribers }),
     ...(entry.slim === true ? { slim: true } : {}),
     ...(entry.waits === true ? { waits: true } : {}),
+    ...(entry.stream === true ? { listMode: "stream" as const } : {}),
     ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer }),
     ...(real === undefined ? {} : { tls: true })
   }
@@ -320,6 +341,40 @@ interface Table {
   readonly lines: ReadonlyArray<string>
 }
 
+/**
+ * Under the sync and scale tables: each streaming row against the paged row of the same program on
+ * the same server (issue 28's goal: peak RSS ≤ 0.6× paged, time to synced no worse). None when no
+ * row streams.
+ */
+const streamComparison = (entries: ReadonlyArray<Entry>, results: Results): Array<string> => {
+  const streamed = entries.filter((e) => e.stream === true)
+  if (streamed.length === 0) return []
+  const out = [
+    "",
+    "Streaming list against the same program's paged list on the same server (medians; × floor of a streaming row is against the streaming floor):",
+    "",
+    "| program | ms to synced × paged | peak RSS × paged | peak RSS − start × paged | goal: RSS ≤ 0.6×, time ≤ 1.0× |",
+    "|---|---:|---:|---:|:---:|"
+  ]
+  for (const e of streamed) {
+    const paged = e.key.replace("/stream", "")
+    const m = (key: string, name: string) => median(figure(results, key, name))
+    const rTime = ratio(m(e.key, "ms"), m(paged, "ms"))
+    const rRss = ratio(m(e.key, "peakRssMB"), m(paged, "peakRssMB"))
+    const rGrowth = ratio(
+      m(e.key, "peakRssMB") - m(e.key, "rssStartMB"),
+      m(paged, "peakRssMB") - m(paged, "rssStartMB")
+    )
+    const judged = e.program.client === "sandboxWatch" && Number.isFinite(rTime) && Number.isFinite(rRss)
+    out.push(
+      `| ${e.label} | ${fmt(rTime, 2)} | ${fmt(rRss, 2)} | ${fmt(rGrowth, 2)} | ${
+        judged ? `${verdict(rRss <= 0.6)} ${verdict(rTime <= 1.0)}` : ""
+      } |`
+    )
+  }
+  return out
+}
+
 const tableOf = (
   scenario: Scenario,
   entries: ReadonlyArray<Entry>,
@@ -330,7 +385,8 @@ const tableOf = (
   earlier: Partial<Record<Scenario, Results>> = {}
 ): Table => {
   // The floor on the same Node and the same server.
-  const floorOf = (e: Entry) => `floor@${e.program.nodeName}${e.real === true ? "/real" : ""}`
+  const floorOf = (e: Entry) =>
+    `floor@${e.program.nodeName}${e.stream === true ? "/stream" : ""}${e.real === true ? "/real" : ""}`
   const row = (cells: ReadonlyArray<string>) => `| ${cells.join(" | ")} |`
   const lines: Array<string> = []
   const runs = (e: Entry) => (results.get(e.key) ?? []).length
@@ -344,13 +400,16 @@ const tableOf = (
           "target ≤ 1.1× floor",
           "CPU ms, median",
           "× floor by CPU",
+          "peak RSS MB to synced, median (min–max)",
+          "RSS MB at start, median",
           "runs"
         ]),
-        "|---|---:|---:|:---:|---:|---:|---:|"
+        "|---|---:|---:|:---:|---:|---:|---:|---:|---:|"
       )
       for (const e of entries) {
         const ms = figure(results, e.key, "ms")
         const cpu = figure(results, e.key, "cpuMs")
+        const rss = figure(results, e.key, "peakRssMB")
         const r = ratio(median(ms), median(figure(results, floorOf(e), "ms")))
         const rc = ratio(median(cpu), median(figure(results, floorOf(e), "cpuMs")))
         // The target is about the client's own work, which only the replay server isolates.
@@ -363,10 +422,13 @@ const tableOf = (
             judged ? verdict(r <= 1.1) : "",
             fmt(median(cpu)),
             fmt(rc, 2),
+            spread(rss),
+            fmt(median(figure(results, e.key, "rssStartMB"))),
             String(runs(e))
           ])
         )
       }
+      lines.push(...streamComparison(entries, results))
       if (below.length > 0) lines.push("", ...below)
       return {
         title: `1. Time to synced, N = ${fmt(shape.n)} (list, parse, cache; client-node: its N-th \`add\`)`,
@@ -578,11 +640,12 @@ const tableOf = (
           "CPU ms, median",
           "heap bytes per cached object, median",
           `× its N = ${fmt(shape.n)} figure`,
-          "peak RSS MB, median (max)",
+          "peak RSS MB to synced, median (min–max)",
+          "RSS MB at start, median",
           "target: both ≤ 1.1 (linear)",
           "runs"
         ]),
-        "|---|---:|---:|---:|---:|---:|---:|:---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|"
       )
       const sync = earlier.sync ?? new Map()
       const heap = earlier.heap ?? new Map()
@@ -602,17 +665,22 @@ const tableOf = (
             fmt(median(figure(results, e.key, "cpuMs"))),
             fmt(median(perObject)),
             fmt(rHeap, 2),
-            rss.length === 0 ? "—" : `${fmt(median(rss))} (${fmt(Math.max(...rss))})`,
+            spread(rss),
+            fmt(median(figure(results, e.key, "rssStartMB"))),
             judged ? verdict(rTime <= 1.1 && rHeap <= 1.1) : "",
             String(runs(e))
           ])
         )
       }
+      lines.push(...streamComparison(entries, results))
+      if (below.length > 0) lines.push("", ...below)
       if (earlier.sync === undefined || earlier.heap === undefined) {
         lines.push("", "The ratios need the sync and heap scenarios in the same run (`--only sync,heap,scale`).")
       }
       return {
-        title: `7. Scale: N = ${fmt(scaleN)} (replay server): time to synced, heap per object and peak RSS`,
+        title: `7. Scale: N = ${fmt(scaleN)} (replay server${
+          entries.some((e) => e.real === true) ? "; and the real kube-apiserver" : ""
+        }): time to synced, heap per object and peak RSS`,
         lines
       }
     }
@@ -633,7 +701,9 @@ let stopRealServer: (() => Promise<void>) | undefined
  * the line that says so under the table (and a failure when it was there but would not start).
  */
 const realServerFor = async (
-  failures: Array<string>
+  failures: Array<string>,
+  /** How many Sandboxes to seed: N for the sync scenario, the scale N with `--scale-apiserver`. */
+  n = shape.n
 ): Promise<{ readonly server?: RealServer.SeededServer; readonly below: string }> => {
   if (flag("no-apiserver")) return { below: "Real kube-apiserver rows not run (`--no-apiserver`)." }
   if (!RealServer.available()) {
@@ -644,7 +714,7 @@ const realServerFor = async (
   }
   try {
     const server = await RealServer.startSeeded(
-      shape.n,
+      n,
       (stop) => (stopRealServer = stop),
       (line) => process.stderr.write(`  real kube-apiserver: ${line}\n`)
     )
@@ -806,7 +876,12 @@ const main = async () => {
   try {
     for (const scenario of scenarios) {
       // Up only while the sync scenario runs, so it does not weigh on the others.
-      const real = scenario === "sync" ? await realServerFor(failures) : undefined
+      // The scale scenario's real rows are opt-in: seeding ten times N takes ten times as long.
+      const real = scenario === "sync"
+        ? await realServerFor(failures)
+        : scenario === "scale" && flag("scale-apiserver")
+        ? await realServerFor(failures, scaleN)
+        : undefined
       if (scenario === "scale") scaleServer = await Server.start(scaleShape)
       const realTarget = real?.server?.target
       const entries = entriesOf(scenario, realTarget !== undefined)

@@ -14,9 +14,18 @@
  *
  * A watch resumed at resourceVersion `r` continues with the event after `r`. `POST /bench/go/<ns>`
  * opens the gate: a child sets up its subscribers, then asks for the stream, so set-up is not timed.
+ *
+ * A **streaming list** (a watch with `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`
+ * and `allowWatchBookmarks=true`, as kube-apiserver 1.27+ with WatchList answers it) streams the N
+ * objects as `ADDED` lines, from the same per-object bytes as the list pages, then the `BOOKMARK`
+ * annotated `k8s.io/initial-events-end` at the list's resourceVersion, then goes on as the mode's
+ * watch from there. A watch whose options contradict (`resourceVersionMatch` without
+ * `sendInitialEvents`, and so on) is the 422 kube-apiserver answers.
  */
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
+import { invalidListOptions } from "../../src/internal/simulator/requests.ts"
+import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import {
   type DataShape,
   eventTarget,
@@ -51,6 +60,61 @@ const bookmarkLine = (resourceVersion: number) =>
       metadata: { resourceVersion: String(resourceVersion) }
     }
   }) + "\n"
+
+/** The end of a streaming list's initial events: a bookmark at the list's resourceVersion, annotated. */
+const initialEventsEndLine = (resourceVersion: number) =>
+  JSON.stringify({
+    type: "BOOKMARK",
+    object: {
+      kind: "Sandbox",
+      apiVersion: `${Group}/${Version}`,
+      metadata: { resourceVersion: String(resourceVersion), annotations: { [InitialEventsEndAnnotation]: "true" } }
+    }
+  }) + "\n"
+
+/**
+ * What kube-apiserver says of a watch's list options (`ValidateListOptions` for a watch), as the
+ * project's simulator words it: the 422 for contradictory options; none when they are allowed.
+ */
+const watchOptionsProblem = (query: URLSearchParams) => {
+  const problems: Array<Parameters<typeof invalidListOptions>[0][number]> = []
+  const match = query.get("resourceVersionMatch") ?? ""
+  const send = query.get("sendInitialEvents")
+  const bookmarks = query.get("allowWatchBookmarks")
+  if (send !== null) {
+    if (match !== "NotOlderThan") {
+      problems.push({
+        field: "resourceVersionMatch",
+        kind: "Forbidden",
+        detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+      })
+    }
+    if (bookmarks !== "true" && bookmarks !== "1") {
+      problems.push({
+        field: "allowWatchBookmarks",
+        kind: "Forbidden",
+        detail: "sendInitialEvents requires setting allowWatchBookmarks to true"
+      })
+    }
+  }
+  if (match !== "") {
+    if (send === null) {
+      problems.push({
+        field: "resourceVersionMatch",
+        kind: "Forbidden",
+        detail: "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+      })
+    }
+    if (match !== "NotOlderThan") {
+      problems.push({
+        field: "resourceVersionMatch",
+        kind: "Unsupported value",
+        detail: `"${match}": supported values: "NotOlderThan"`
+      })
+    }
+  }
+  return problems.length === 0 ? undefined : invalidListOptions(problems)
+}
 
 /** Listed states by index, the bases events evolve from. */
 const bases = new Map<number, Record<string, unknown>>()
@@ -133,6 +197,23 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   }
   page(0, shape.n)
   for (let offset = 0; offset < shape.n; offset += 500) page(offset, 500)
+  /**
+   * A streaming list's body up to and with its end bookmark: each object's bytes exactly as a list
+   * page has them, one `ADDED` line each. Built up front, as the pages are, so no child times it.
+   */
+  const initialEvents = (() => {
+    const parts: Array<Buffer> = []
+    for (let at = 0; at < shape.n; at += 500) {
+      parts.push(
+        Buffer.from(
+          items.slice(at, at + 500).map((item) => `{"type":"ADDED","object":${item}}\n`).join("") +
+            (at + 500 >= shape.n ? initialEventsEndLine(listRv) : "")
+        )
+      )
+    }
+    if (shape.n === 0) parts.push(Buffer.from(initialEventsEndLine(listRv)))
+    return Buffer.concat(parts)
+  })()
 
   const streams = new Map<string, EventStream>()
   const stream = (mode: "tp" | "hot"): EventStream => {
@@ -205,8 +286,22 @@ export const start = async (shape: DataShape): Promise<ReplayServer> => {
   }
 
   const watch = async (mode: string, s: NamespaceState, query: URLSearchParams, res: Http.ServerResponse) => {
-    const rv = Number(query.get("resourceVersion") ?? "") || listRv
+    const problem = watchOptionsProblem(query)
+    if (problem !== undefined) {
+      return json(
+        res,
+        problem.code,
+        JSON.stringify({ kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", ...problem })
+      )
+    }
+    const streamingList = query.get("sendInitialEvents") === "true" || query.get("sendInitialEvents") === "1"
+    // A streaming list goes on from the list's resourceVersion, as a watch from it would.
+    const rv = streamingList ? listRv : Number(query.get("resourceVersion") ?? "") || listRv
     openWatch(res)
+    // In one write, as a list page is answered (`res.end` of its bytes): the socket takes it as fast
+    // as the client reads, with no turn of this process's event loop per slice, which on a loaded
+    // machine delayed a sliced stream (64 KB, `drain` each) by a scheduling wait per slice.
+    if (streamingList) await write(res, initialEvents)
     switch (mode) {
       case "tp":
       case "hot": {

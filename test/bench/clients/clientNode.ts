@@ -1,7 +1,9 @@
 /**
  * The peer: `@kubernetes/client-node`'s informer (`makeInformer` over `CustomObjectsApi`), used as
  * its README shows. It has no synced signal, so "synced" is its N-th `add`; "told" is its `update`
- * callback, which runs after the object is in its cache.
+ * callback, which runs after the object is in its cache. Its informer lists in one unpaged call:
+ * 2.0.1 has no streaming list (no `sendInitialEvents` anywhere in the package), so it has no
+ * streaming row.
  *
  * The package is loaded by a name the runner chooses (`@kubernetes/client-node` 2.x under Node 22,
  * `client-node-1`, an alias of 1.4.0, under Node 20) from test/bench/node_modules, with a computed
@@ -16,10 +18,12 @@ import {
   measureEvents,
   measureStorm,
   now,
+  rssMB,
   scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
+  syncFigures,
   window
 } from "../common.ts"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
@@ -105,18 +109,18 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? await settledHeap() : 0
   const timedWindow = p.scenario === "sync" || p.scenario === "scale"
   if (timedWindow) await window.start()
+  const rssStart = rssMB()
   const started = now()
   const c0 = cpuMs()
   void informer.start()
   await synced
-  const syncedAt = now()
-  const syncCpu = cpuMs() - c0
+  const syncedFigures = syncFigures(now() - started, cpuMs() - c0, rssStart)
   if (timedWindow) await window.stop()
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: syncedAt - started, cpuMs: syncCpu } }
+      return { figures: { ...syncedFigures } }
     case "scale":
-      return { figures: await scaleFigures(shape.n, { ms: syncedAt - started, cpuMs: syncCpu }, heapBefore) }
+      return { figures: await scaleFigures(shape.n, syncedFigures, heapBefore) }
     case "heap": {
       const heapAfter = await settledHeap()
       await snapshotIfAsked()

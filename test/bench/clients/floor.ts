@@ -4,6 +4,10 @@
  * `JSON.parse` each list or each event line, `Map.set` the object by name, keep the
  * resourceVersion, resume a watch the server closed. No schema, no retries, no subscribers beyond
  * one direct callback.
+ *
+ * With `listMode: "stream"` it lists as a streaming list: one watch with `sendInitialEvents=true`,
+ * each `ADDED` line parsed and set as it comes, synced at the bookmark annotated
+ * `k8s.io/initial-events-end`; the same connection goes on as the watch.
  */
 import * as Http from "node:http"
 import * as Https from "node:https"
@@ -16,10 +20,12 @@ import {
   measureEvents,
   measureStorm,
   now,
+  rssMB,
   scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
+  syncFigures,
   window
 } from "../common.ts"
 import { finalEvent, Group, Plural, Salt, SentAnnotation, Version } from "../data.ts"
@@ -36,6 +42,7 @@ interface KubeObject {
 }
 
 const Newline = 0x0a
+const InitialEventsEnd = "k8s.io/initial-events-end"
 
 class Floor {
   readonly cache = new Map<string, KubeObject>()
@@ -44,6 +51,8 @@ class Floor {
   slim = false
   /** Called after each object event is in the cache. */
   onObject: ((object: KubeObject) => void) | undefined = undefined
+  /** Called at a bookmark annotated `k8s.io/initial-events-end`: a streaming list's end. */
+  onInitialEventsEnd: (() => void) | undefined = undefined
   private readonly agent: Http.Agent
   private readonly get: typeof Http.get
   private readonly headers: Http.OutgoingHttpHeaders
@@ -111,6 +120,7 @@ class Floor {
     switch (event.type) {
       case "BOOKMARK":
         this.resourceVersion = object.metadata.resourceVersion
+        if (object.metadata.annotations?.[InitialEventsEnd] === "true") this.onInitialEventsEnd?.()
         return
       case "DELETED":
         this.cache.delete(object.metadata.name)
@@ -126,11 +136,42 @@ class Floor {
 
   /** One watch from the last resourceVersion; resolves when the server ends it. */
   private watchOnce(): Promise<void> {
-    const query = new URLSearchParams({
-      watch: "true",
-      resourceVersion: this.resourceVersion,
-      allowWatchBookmarks: "true"
+    return this.watchRequest(
+      new URLSearchParams({
+        watch: "true",
+        resourceVersion: this.resourceVersion,
+        allowWatchBookmarks: "true"
+      })
+    )
+  }
+
+  /** The watch that ended a streaming list, while it goes on; then none. */
+  private streamed: Promise<void> | undefined
+
+  /**
+   * A streaming list: resolves at its end bookmark, every object cached; the watch goes on on the
+   * same connection (`watch` waits for it to end before it resumes).
+   */
+  streamList(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.onInitialEventsEnd = () => {
+        this.onInitialEventsEnd = undefined
+        resolve()
+      }
+      this.streamed = this.watchRequest(
+        new URLSearchParams({
+          watch: "1",
+          sendInitialEvents: "true",
+          resourceVersionMatch: "NotOlderThan",
+          allowWatchBookmarks: "true"
+        })
+      )
+      this.streamed.then(() => reject(new Error("the streaming list ended before its end bookmark")), reject)
     })
+  }
+
+  /** One watch request; resolves when the server ends it. */
+  private watchRequest(query: URLSearchParams): Promise<void> {
     return new Promise((resolve, reject) => {
       this.get(`${this.server}${this.path}?${query}`, { agent: this.agent, headers: this.headers }, (res) => {
         if (res.statusCode !== 200) return reject(new Error(`watch: HTTP ${res.statusCode}`))
@@ -163,6 +204,8 @@ class Floor {
 
   /** Watches, resuming each time the server ends a watch, until stopped. */
   async watch(): Promise<void> {
+    if (this.streamed !== undefined) await this.streamed
+    this.streamed = undefined
     while (!this.stopped) await this.watchOnce()
   }
 }
@@ -186,13 +229,13 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? await settledHeap() : 0
   const timedWindow = p.scenario === "sync" || p.scenario === "scale"
   if (timedWindow) await window.start()
+  const rssStart = rssMB()
   const started = now()
   const c0 = cpuMs()
   const floor = new Floor(p.url, p.namespace, secrets)
   floor.slim = p.slim === true
-  await floor.list(p.pageSize)
-  const synced = now()
-  const syncCpu = cpuMs() - c0
+  await (p.listMode === "stream" ? floor.streamList() : floor.list(p.pageSize))
+  const synced = syncFigures(now() - started, cpuMs() - c0, rssStart)
   if (timedWindow) await window.stop()
   if (floor.cache.size !== shape.n) throw new Error(`listed ${floor.cache.size} Sandboxes, expected ${shape.n}`)
   const watching = floor.watch()
@@ -202,9 +245,9 @@ export const run = async (p: ChildParams): Promise<ChildResult> => {
   })
   switch (p.scenario) {
     case "sync":
-      return { figures: { ms: synced - started, cpuMs: syncCpu } }
+      return { figures: { ...synced } }
     case "scale":
-      return { figures: await scaleFigures(shape.n, { ms: synced - started, cpuMs: syncCpu }, heapBefore) }
+      return { figures: await scaleFigures(shape.n, synced, heapBefore) }
     case "heap": {
       const heapAfter = await settledHeap()
       await snapshotIfAsked()

@@ -21,11 +21,13 @@ import {
   hrtimeNs,
   latencyFigures,
   now,
+  rssMB,
   scaleFigures,
   sentNs,
   settledHeap,
   snapshotIfAsked,
   stormHeapFigures,
+  syncFigures,
   warmResumesPerSec,
   window
 } from "../common.ts"
@@ -82,7 +84,13 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const { shape } = p
     const hot = Math.min(shape.hot, shape.n)
     const secrets = apiServerSecrets(p)
-    const layer = SandboxWatch.layer({ namespace: p.namespace, pageSize: p.pageSize > 0 ? p.pageSize : 500 }).pipe(
+    // Paged unless the row streams: the replay server streams a list only when asked, and the
+    // figures of every row before streaming lists (listMode "auto" since) are of paged lists.
+    const layer = SandboxWatch.layer({
+      namespace: p.namespace,
+      pageSize: p.pageSize > 0 ? p.pageSize : 500,
+      listMode: p.listMode ?? "paged"
+    }).pipe(
       Layer.provide(KubeClient.layer),
       Layer.provide(
         secrets === undefined
@@ -101,6 +109,7 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     )
     const heapBefore = p.scenario === "heap" || p.scenario === "scale" ? yield* Effect.promise(settledHeap) : 0
     if (p.scenario === "sync" || p.scenario === "scale") yield* Effect.promise(window.start)
+    const rssStart = rssMB()
     const started = now()
     const c0 = cpuMs()
     const context = yield* Layer.build(layer)
@@ -154,17 +163,15 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     switch (p.scenario) {
       case "sync": {
         yield* watch.synced
-        const ms = now() - started
-        const cpu = cpuMs() - c0
+        const synced = syncFigures(now() - started, cpuMs() - c0, rssStart)
         yield* Effect.promise(window.stop)
-        return { figures: { ms, cpuMs: cpu } }
+        return { figures: { ...synced } }
       }
       case "scale": {
         yield* watch.synced
-        const ms = now() - started
-        const cpu = cpuMs() - c0
+        const synced = syncFigures(now() - started, cpuMs() - c0, rssStart)
         yield* Effect.promise(window.stop)
-        const figures = yield* Effect.promise(() => scaleFigures(shape.n, { ms, cpuMs: cpu }, heapBefore))
+        const figures = yield* Effect.promise(() => scaleFigures(shape.n, synced, heapBefore))
         const health = yield* watch.health
         return { figures, ...(health.cached === shape.n ? {} : { note: `cached ${health.cached} of ${shape.n}` }) }
       }
