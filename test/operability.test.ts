@@ -80,11 +80,12 @@ describe("the program, operated", () => {
           }
           expect(typeof parsed.logLevel).toBe("string")
         }
-        // Annotations are fields: the list line carries its namespace and resourceVersion.
+        // Annotations are fields: the list line (the demo streams it: --list-mode auto) carries its
+        // namespace and resourceVersion.
         const listed = stderr.map((l) =>
           JSON.parse(l) as { message: string; annotations: Record<string, unknown> }
         )
-          .find((l) => String(l.message).startsWith("listed "))
+          .find((l) => String(l.message).startsWith("streamed "))
         expect(listed?.annotations).toMatchObject({ namespace: "demo", reason: "initial" })
         expect(typeof listed?.annotations.resourceVersion).toBe("string")
       }),
@@ -166,7 +167,16 @@ describe("traces over OTLP/HTTP", () => {
           () => Effect.async<void>((resume) => void receiver.close(() => resume(Effect.void)))
         )
         const home = yield* tempHome
-        const program = yield* Program.start(["--demo", "--output", "ndjson", "--duration", "4s"], {
+        // Paged, for the list's own span: a streaming list is one watch, traced as KubeClient.watch.
+        const program = yield* Program.start([
+          "--demo",
+          "--output",
+          "ndjson",
+          "--duration",
+          "4s",
+          "--list-mode",
+          "paged"
+        ], {
           ...Program.noClusterEnv(home),
           OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
           OTEL_SERVICE_NAME: "sandbox-watch-under-test"
