@@ -27,6 +27,8 @@ export interface ChildParams {
    * annotated `k8s.io/initial-events-end`). client-node 2.0.1's informer has no streaming list.
    */
   readonly listMode?: "paged" | "stream"
+  /** sandbox-watch's `gzipStreamingLists`: a streaming list asked for gzipped. */
+  readonly gzip?: boolean
   readonly fanout?: Fanout
   /** Idle subscribers of the `idle` and `waits` fan-outs. */
   readonly idleSubscribers?: number

@@ -151,6 +151,8 @@ interface Entry {
   readonly real?: boolean
   /** Lists as a streaming list (`listMode: "stream"`) instead of in pages. */
   readonly stream?: boolean
+  /** Asks for the streaming list gzipped (`gzipStreamingLists`; only the real 1.37+ compresses). */
+  readonly gzip?: boolean
 }
 
 const realLabel = `against the real kube-apiserver ${RealServer.KubeVersion} (etcd)`
@@ -223,6 +225,13 @@ const entriesOf = (scenario: Scenario, withRealServer = false): Array<Entry> => 
   // every scale line, with `--scale-apiserver`).
   if ((scenario === "sync" || scenario === "scale") && withRealServer) {
     out.push(...out.map((e) => ({ ...e, key: `${e.key}/real`, label: `${e.label}, ${realLabel}`, real: true })))
+    // WatchListCompression (1.37+): the same streaming list asked for gzipped, to see whether it
+    // pays on loopback. The replay server sends no gzip, so only against the real server.
+    for (const e of [...out]) {
+      if (e.real === true && e.stream === true && e.gzip !== true && e.program.client === "sandboxWatch") {
+        out.push({ ...e, key: e.key.replace("/real", "/gzip/real"), label: `${e.label}, gzipped`, gzip: true })
+      }
+    }
   }
   return out
 }
@@ -263,6 +272,7 @@ const runChild = (
     ...(entry.slim === true ? { slim: true } : {}),
     ...(entry.waits === true ? { waits: true } : {}),
     ...(entry.stream === true ? { listMode: "stream" as const } : {}),
+    ...(entry.gzip === true ? { gzip: true } : {}),
     ...(entry.program.peer === undefined ? {} : { peer: entry.program.peer }),
     ...(real === undefined ? {} : { tls: true })
   }
@@ -357,7 +367,7 @@ const streamComparison = (entries: ReadonlyArray<Entry>, results: Results): Arra
     "|---|---:|---:|---:|:---:|"
   ]
   for (const e of streamed) {
-    const paged = e.key.replace("/stream", "")
+    const paged = e.key.replace("/stream", "").replace("/gzip", "")
     const m = (key: string, name: string) => median(figure(results, key, name))
     const rTime = ratio(m(e.key, "ms"), m(paged, "ms"))
     const rRss = ratio(m(e.key, "peakRssMB"), m(paged, "peakRssMB"))

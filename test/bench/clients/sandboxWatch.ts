@@ -89,7 +89,8 @@ const program = (p: ChildParams, supervisor: Supervisor.Supervisor<ReadonlyArray
     const layer = SandboxWatch.layer({
       namespace: p.namespace,
       pageSize: p.pageSize > 0 ? p.pageSize : 500,
-      listMode: p.listMode ?? "paged"
+      listMode: p.listMode ?? "paged",
+      gzipStreamingLists: p.gzip === true
     }).pipe(
       Layer.provide(KubeClient.layer),
       Layer.provide(
