@@ -176,7 +176,8 @@ const measure = async (mode: "profile" | "gc") => {
     if (metadata.name === target.name && metadata.resourceVersion === target.resourceVersion) toldFinal()
   }
 
-  const layer = SandboxWatch.layer({ namespace, pageSize: 500 }).pipe(
+  // Paged: the replay server answers no streaming list (the default `auto` would wait out its term).
+  const layer = SandboxWatch.layer({ namespace, pageSize: 500, listMode: "paged" }).pipe(
     Layer.provide(KubeClient.layer),
     Layer.provide(KubeConfig.layerStatic({ server: url, namespace }))
   )

@@ -70,6 +70,40 @@ describe("OverlayMap", () => {
     }
   })
 
+  it("set makes the version a draft's set then done would: same answers, same layout, earlier versions whole", () => {
+    for (
+      const [seed, baseSize, keySpace, steps] of [[4, 0, 40, 300], [5, 400, 600, 400], [6, 1000, 1200, 600]] as const
+    ) {
+      const next = random(seed)
+      const keys = Array.from({ length: keySpace }, (_, i) => `k${i}`)
+      const reference = new Map<string, number>()
+      for (let i = 0; i < baseSize; i++) reference.set(keys[i]!, i)
+      let drafted = OverlayMap.fromMap(new Map(reference))
+      let direct = OverlayMap.fromMap(new Map(reference))
+      const versions: Array<[OverlayMap<number>, Map<string, number>]> = []
+      for (let step = 0; step < steps; step++) {
+        const key = keys[Math.floor(next() * keySpace)]!
+        if (next() < 0.8) {
+          drafted = set(drafted, key, step)
+          direct = direct.set(key, step)
+          reference.set(key, step)
+        } else {
+          drafted = remove(drafted, key)
+          direct = remove(direct, key)
+          reference.delete(key)
+        }
+        expect([direct.baseNames, direct.overlayNames, direct.size]).toEqual([
+          drafted.baseNames,
+          drafted.overlayNames,
+          drafted.size
+        ])
+        if (step % 50 === 0) versions.push([direct, new Map(reference)])
+      }
+      expectSame(direct, reference, keys)
+      for (const [version, then] of versions) expectSame(version, then, keys)
+    }
+  })
+
   it("moves the list's entries into the overlay once the changes are a quarter of them, keeping the old version whole", () => {
     const base = new Map(Array.from({ length: 1000 }, (_, i) => [`k${i}`, i] as [string, number]))
     const listed = OverlayMap.fromMap(base)

@@ -2,7 +2,7 @@
  * The cache's rules (10–14 of `src/internal/watchMachine.ts`) as plain functions: what a list or a
  * batch of events makes of the cache, and whom it tells, collected into an array.
  */
-import { HashMap, HashSet, Option } from "effect"
+import { Chunk, HashMap, HashSet, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import * as SandboxCache from "../src/internal/sandboxCache.ts"
 import type { FullList } from "../src/KubeClient.ts"
@@ -183,6 +183,40 @@ describe("sandboxCache.applyEvents", () => {
     const replay = events(cache, [added(sandbox(newest, "50"))], String(99 + deletions))
     expect(replay.told).toEqual([])
     expect(replay.applied.stale).toBe(1)
+  })
+
+  it("a one-event chunk (the steady state's, applied without a draft) makes what the loop makes of it", () => {
+    const base = SandboxCache.applyList(
+      listed("10", sandbox("a", "5"), sandbox("b", "6")),
+      list("12", [sandbox("a", "5"), sandbox("b", "6"), sandbox("c", "7")], [undecodableItem("u", "8")]),
+      [],
+      () => {}
+    ).cache
+    const withTombstone = events(base, [deleted(sandbox("d", "13"))], "12").applied.cache
+    const cases: ReadonlyArray<readonly [SandboxCache.SandboxCache, WatchEvent<Sandbox>]> = [
+      [base, modified(sandbox("a", "20"))],
+      [base, added(sandbox("b", "20"))],
+      [base, modified(sandbox("a", ""))],
+      [base, modified(sandbox("a", "3"))], // stale
+      [base, modified(sandbox("new", "20"))], // not cached
+      [base, deleted(sandbox("a", "20"))],
+      [withTombstone, modified(sandbox("c", "20"))],
+      [withTombstone, modified(sandbox("d", "12"))] // no newer than its deletion
+    ]
+    for (const [cache, event] of cases) {
+      const one = collector()
+      const viaChunk = SandboxCache.applyEvents(cache, Chunk.of(event), "12", one.tell)
+      const loop = collector()
+      const viaLoop = SandboxCache.applyEvents(cache, [event], "12", loop.tell)
+      expect(one.told).toEqual(loop.told)
+      expect(cached(viaChunk.cache)).toEqual(cached(viaLoop.cache))
+      expect(viaChunk.cache.objects.size).toBe(viaLoop.cache.objects.size)
+      expect([...viaChunk.cache.unknown].sort()).toEqual([...viaLoop.cache.unknown].sort())
+      expect([...viaChunk.cache.tombstones].sort()).toEqual([...viaLoop.cache.tombstones].sort())
+      const { cache: _chunkCache, ...chunkRest } = viaChunk
+      const { cache: _loopCache, ...loopRest } = viaLoop
+      expect(chunkRest).toEqual(loopRest)
+    }
   })
 
   it("2. keeps the newest resourceVersion of events and bookmarks alike", () => {

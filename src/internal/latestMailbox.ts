@@ -38,30 +38,53 @@ export class LatestMailbox<K, V> {
   }
 
   /** Everything pending, oldest change first; waits while nothing is. */
-  readonly takeAll: Effect.Effect<Chunk.Chunk<readonly [K, V]>> = Effect.suspend(() =>
-    this.pending.size > 0 ? this.drainNow : this.waitForPut
-  )
+  get takeAll(): Effect.Effect<Chunk.Chunk<readonly [K, V]>> {
+    return this.entries ??= this.taker((key, value) => [key, value] as const)
+  }
+  private entries: Effect.Effect<Chunk.Chunk<readonly [K, V]>> | undefined = undefined
 
-  // Made once per mailbox, not per wait: a subscriber waits once per change it is told.
-  private readonly drainNow = Effect.sync(() => this.drain())
-  private readonly waitForPut = Effect.async<Chunk.Chunk<readonly [K, V]>>((resume) => {
-    // No canceller (`Effect.async` would wrap it in an interrupt handler on every wait): a reader
-    // interrupted while waiting leaves a wake that the next wait replaces, or that a `put` calls
-    // into a fiber no longer listening; either way nothing pending is lost, it stays for the next
-    // `takeAll`.
-    this.wake = () => resume(this.drainNow)
-  })
+  /**
+   * `takeAll` as `present` makes each entry: everything pending, oldest change first, as one chunk;
+   * waits while nothing is. Made once per reader, not per take, and reads no tuples: a subscriber
+   * takes once per change it is told (`scratchpad/eventGarbage.ts`, the subscriber stream's row).
+   */
+  taker<A>(present: (key: K, value: V) => A): Effect.Effect<Chunk.Chunk<A>> {
+    const drainNow = Effect.sync(() => this.drain(present))
+    let resume: ((effect: Effect.Effect<Chunk.Chunk<A>>) => void) | undefined
+    // One wake per reader, the wait's `resume` kept beside it: no closure made per wait.
+    const wake = () => {
+      const waiting = resume
+      resume = undefined
+      waiting?.(drainNow)
+    }
+    const waitForPut = Effect.async<Chunk.Chunk<A>>((resumeWait) => {
+      // No canceller (`Effect.async` would wrap it in an interrupt handler on every wait): a reader
+      // interrupted while waiting leaves a wake that the next wait replaces, or that a `put` calls
+      // into a fiber no longer listening; either way nothing pending is lost, it stays for the next
+      // take.
+      resume = resumeWait
+      this.wake = wake
+    })
+    return Effect.suspend(() => this.pending.size > 0 ? drainNow : waitForPut)
+  }
 
   // A loop, not `Array.from` and a new Map: a subscriber drains once per change it is told, and the
   // loop allocates less. Each entry deleted, not the map `clear`ed: `clear` leaves the entries in the
   // old table, which for a long-lived mailbox is in the old generation, so young collections would
   // keep every value ever told through it (`scratchpad/mapClearSurvivors.ts`,
   // `scratchpad/subscriberSurvivors.ts`).
-  private drain(): Chunk.Chunk<readonly [K, V]> {
-    const drained: Array<readonly [K, V]> = []
-    for (const entry of this.pending) {
-      drained.push(entry)
-      this.pending.delete(entry[0])
+  private drain<A>(present: (key: K, value: V) => A): Chunk.Chunk<A> {
+    if (this.pending.size === 1) {
+      // A name's subscriber holds one entry at most: a chunk of one, no array.
+      for (const [key, value] of this.pending) {
+        this.pending.delete(key)
+        return Chunk.of(present(key, value))
+      }
+    }
+    const drained: Array<A> = []
+    for (const [key, value] of this.pending) {
+      drained.push(present(key, value))
+      this.pending.delete(key)
     }
     return Chunk.unsafeFromArray(drained)
   }

@@ -81,6 +81,23 @@ export class OverlayMap<V> implements Iterable<[string, V]> {
     return this.get(key) !== undefined
   }
 
+  /**
+   * The next version with `key` set to `value`: one persistent write, no draft, for a step that
+   * changes one name (`scratchpad/tellCost.ts`, the cache step's row). The same version a draft's
+   * `set` then `done` would make, the base moved when this write makes the overlay big enough.
+   */
+  set(key: string, value: V): OverlayMap<V> {
+    const overlay = HashMap.set(this.overlay, key, value)
+    if (this.base.size === 0) return new OverlayMap<V>(NoBase, overlay, HashMap.size(overlay))
+    const changed = HashMap.size(overlay)
+    if (changed > MinMove && changed > this.base.size >> 2) {
+      const draft = this.beginEdit()
+      draft.set(key, value)
+      return draft.done()
+    }
+    return new OverlayMap(this.base, overlay, this.get(key) === undefined ? this.size + 1 : this.size)
+  }
+
   /** A draft of the next version, this one as it is: its writes, then its `done` make that version. */
   beginEdit(): OverlayDraft<V> {
     return new OverlayDraft(this.base, HashMap.beginMutation(this.overlay), this.size)

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { HashMap, HashSet, Option } from "effect"
+import { Chunk, HashMap, HashSet, Option } from "effect"
 import type { Status } from "../KubeStatus.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
@@ -180,6 +180,42 @@ export interface EventsApplied {
   readonly stale: number
 }
 
+/**
+ * The steady state's batch: one `ADDED` or `MODIFIED` of a cached name, not older than it. Applied
+ * with one persistent write and no draft (`scratchpad/tellCost.ts`, the cache step's row); exactly
+ * what `applyEvents`' loop makes of it. None for any other batch, which the loop applies.
+ */
+const applyOneChange = (
+  old: SandboxCache,
+  events: Iterable<WatchEvent<Sandbox>>,
+  from: string,
+  tell: Tell
+): EventsApplied | undefined => {
+  if (!Chunk.isChunk(events) || Chunk.size(events) !== 1) return undefined
+  const event = Chunk.unsafeHead(events)
+  if (event.type !== "ADDED" && event.type !== "MODIFIED") return undefined
+  const name = event.name
+  const cached = old.objects.get(name)
+  if (cached === undefined || isOlder(event.resourceVersion, cached.metadata.resourceVersion)) return undefined
+  const objects = old.objects.set(name, event.object)
+  const unknown = HashSet.size(old.unknown) > 0 ? HashSet.remove(old.unknown, name) : old.unknown
+  const tombstones = HashMap.size(old.tombstones) > 0 ? HashMap.remove(old.tombstones, name) : old.tombstones
+  tell(name, Option.some(event.object))
+  return {
+    cache: {
+      synced: old.synced,
+      objects,
+      unknown,
+      tombstones: HashMap.size(tombstones) > TombstonesBeforePrune ? pruneTombstones(tombstones) : tombstones
+    },
+    resourceVersion: event.resourceVersion === "" ? from : event.resourceVersion,
+    heard: true,
+    error: undefined,
+    undecodable: noUndecodable,
+    stale: 0
+  }
+}
+
 /** A batch of watch events, applied in one step from resourceVersion `from`; stops at an `ERROR`. */
 export const applyEvents = (
   old: SandboxCache,
@@ -187,6 +223,8 @@ export const applyEvents = (
   from: string,
   tell: Tell
 ): EventsApplied => {
+  const oneChange = applyOneChange(old, events, from, tell)
+  if (oneChange !== undefined) return oneChange
   let resourceVersion = from
   let heard = false
   let error: Status | undefined

@@ -27,6 +27,8 @@ export interface Subscriptions {
   ) => Effect.Effect<A, E, R>
 }
 
+const valueOf = (_name: string, sandbox: Option.Option<Sandbox>) => sandbox
+
 /** What a new mailbox is told first, once the cache is synced. */
 type Initial = (mailbox: SandboxMailbox, current: SandboxCache.SandboxCache) => void
 
@@ -75,7 +77,7 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
   const subscription = <A>(
     name: string | undefined,
     initial: Initial,
-    present: (pending: Chunk.Chunk<readonly [string, Option.Option<Sandbox>]>) => Chunk.Chunk<A>
+    present: (name: string, sandbox: Option.Option<Sandbox>) => A
   ): Stream.Stream<A> =>
     Stream.suspend(() => {
       let mailbox: SandboxMailbox | undefined
@@ -86,14 +88,18 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
       const registerOnce = register(name, initial, (registered) => {
         mailbox = registered
       })
-      const pull = Effect.suspend(() =>
-        mailbox === undefined ? Effect.flatMap(registerOnce, (registered) => registered.takeAll) : mailbox.takeAll
-      )
-      const loop: Channel.Channel<Chunk.Chunk<A>> = Channel.flatMap(
-        Channel.fromEffect(pull),
-        (pending) => Channel.flatMap(Channel.write(present(pending)), () => loop)
-      )
-      return Stream.fromChannel(loop).pipe(
+      // Built once per subscription: a wake makes only the chunk and its write, no channel nodes,
+      // continuations or mapped copy (`scratchpad/eventGarbage.ts`, the subscriber stream's row).
+      const loopOn = (take: Effect.Effect<Chunk.Chunk<A>>): Channel.Channel<Chunk.Chunk<A>> => {
+        const loop: Channel.Channel<Chunk.Chunk<A>> = Channel.flatMap(
+          Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.write(pending)),
+          () => loop
+        )
+        return loop
+      }
+      return Stream.fromChannel(
+        Channel.flatMap(Channel.fromEffect(registerOnce), (registered) => loopOn(registered.taker(present)))
+      ).pipe(
         Stream.ensuring(Effect.suspend(() => (mailbox === undefined ? Effect.void : unregister(name, mailbox))))
       )
     })
@@ -104,21 +110,23 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
   ): Effect.Effect<A, E, R> =>
     Effect.acquireUseRelease(
       register(name, tellCurrent(name)),
-      (mailbox) =>
-        Effect.gen(function*() {
+      (mailbox) => {
+        const take = mailbox.taker(valueOf)
+        return Effect.gen(function*() {
           for (;;) {
-            for (const [, value] of yield* mailbox.takeAll) {
+            for (const value of yield* take) {
               const answer = yield* step(value)
               if (Option.isSome(answer)) return answer.value
             }
           }
-        }),
+        })
+      },
       (mailbox) => unregister(name, mailbox)
     )
 
   return {
-    changes: (name) => subscription(name, tellCurrent(name), Chunk.map(([, value]) => value)),
-    allChanges: subscription(undefined, tellEveryCached, Chunk.map(([name, sandbox]) => ({ name, sandbox }))),
+    changes: (name) => subscription(name, tellCurrent(name), valueOf),
+    allChanges: subscription(undefined, tellEveryCached, (name, sandbox): NamedChange => ({ name, sandbox })),
     waitFor
   }
 }

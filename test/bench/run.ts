@@ -634,6 +634,31 @@ const tableOf = (
           ])
         )
       }
+      // The steady state (issue 31): the second half's p99, and the GC work scaled to 10k events, so
+      // runs of other --latency-events compare.
+      const perTenK = 10_000 / shape.latencyEvents
+      lines.push(
+        "",
+        "Steady state (the second half's p99; collections and GC time per 10k events):",
+        "",
+        row([
+          "program",
+          "p99 of the second half ms, median",
+          "collections per 10k events",
+          "GC ms per 10k events",
+          "runs"
+        ]),
+        "|---|---:|---:|---:|---:|"
+      )
+      for (const e of entries) {
+        lines.push(row([
+          e.label,
+          fmt(median(figure(results, e.key, "p99SecondHalf")), 3),
+          fmt(median(figure(results, e.key, "gcs")) * perTenK, 1),
+          fmt(median(figure(results, e.key, "gcTotalMs")) * perTenK, 1),
+          String(runs(e))
+        ]))
+      }
       return {
         title: `6. Tell latency at ${
           fmt(shape.latencyRate)
