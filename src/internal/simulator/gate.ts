@@ -43,7 +43,7 @@ export type FaultKind =
   | "TooLargeResourceVersion"
   | "CutMidStream"
 
-/** One HTTP request the server saw, for a test to assert on (never its headers: they hold the token). */
+/** One HTTP request the server saw, for a test to assert on (of its headers only Accept-Encoding: the rest hold the token). */
 export interface RecordedRequest {
   readonly verb: Verb
   readonly method: string
