@@ -124,49 +124,52 @@ describe("sandbox-watch --output ndjson against a simulated API server", () => {
   )
 })
 
+/**
+ * The program against the simulated server with Sandboxes `a` (Pending) and `b`, its flags `args`,
+ * run until synced and stopped with SIGTERM (exit 0 checked): what it printed before synced.
+ */
+const syncedOnce = (args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const server = yield* Sim.SimulatedApiServer
+    yield* server.create(sandbox("a", { phase: "Pending" }))
+    yield* server.create(sandbox("b"))
+    const dir = yield* tempDir
+    const kubeconfig = join(dir, "kubeconfig")
+    writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+    const program = yield* Program.start(["--kubeconfig", kubeconfig, "--output", "ndjson", ...args], { HOME: dir })
+    const synced = yield* program.awaitStdout(isSynced)
+    const told = (yield* program.stdout).slice(0, synced).map(short).sort()
+    yield* program.kill("SIGTERM")
+    expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+    return { server, told, stderr: yield* program.stderr }
+  })
+
+const simulated = (options: Partial<Sim.Options> = {}) =>
+  Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token, ...options })
+
 describe("sandbox-watch --list-mode", () => {
   it.scopedLive("paged: a LIST, then plain watches; no streaming list is asked for", () =>
     Effect.gen(function*() {
-      const server = yield* Sim.SimulatedApiServer
-      yield* server.create(sandbox("a", { phase: "Pending" }))
-      const dir = yield* tempDir
-      const kubeconfig = join(dir, "kubeconfig")
-      writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
-      const program = yield* Program.start(
-        ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "paged"],
-        { HOME: dir }
-      )
-      yield* program.awaitStdout(isSynced)
-      yield* program.kill("SIGTERM")
-      expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+      const { server, told } = yield* syncedOnce(["--list-mode", "paged"])
+      expect(told).toStrictEqual(["a Pending", "b -"])
       const [list] = yield* server.requestsOf("list")
       expect(list).toMatchObject({ namespace: "ns", query: { labelSelector: "jr2.dev/run", limit: "500" } })
       for (const watch of yield* server.requestsOf("watch")) {
         expect(watch.query.sendInitialEvents).toBeUndefined()
       }
-    }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))), ProcessTimeout)
+    }).pipe(Effect.provide(simulated())), ProcessTimeout)
 
   it.scopedLive(
     "auto against a server with the WatchList gate off: one 422, then pages, and a log line says why",
     () =>
       Effect.gen(function*() {
-        const server = yield* Sim.SimulatedApiServer
-        yield* server.create(sandbox("a", { phase: "Pending" }))
-        const dir = yield* tempDir
-        const kubeconfig = join(dir, "kubeconfig")
-        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
-        const program = yield* Program.start(["--kubeconfig", kubeconfig, "--output", "ndjson"], { HOME: dir })
-        const synced = yield* program.awaitStdout(isSynced)
-        expect((yield* program.stdout).slice(0, synced).map(short)).toStrictEqual(["a Pending"])
-        yield* program.kill("SIGTERM")
-        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        const { server, stderr, told } = yield* syncedOnce([])
+        expect(told).toStrictEqual(["a Pending", "b -"])
         expect(yield* server.requestsOf("list")).toHaveLength(1)
-        const said = (yield* program.stderr).filter((line) => line.includes("every list is paged from now on"))
+        const said = stderr.filter((line) => line.includes("every list is paged from now on"))
         expect(said).toHaveLength(1)
         expect(said[0]).toContain("WatchList feature gate")
-      }).pipe(
-        Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token, watchList: false }))
-      ),
+      }).pipe(Effect.provide(simulated({ watchList: false }))),
     ProcessTimeout
   )
 
@@ -174,23 +177,11 @@ describe("sandbox-watch --list-mode", () => {
     "--gzip-streaming-lists asks for gzip, and the gzipped streaming list syncs",
     () =>
       Effect.gen(function*() {
-        const server = yield* Sim.SimulatedApiServer
-        yield* server.create(sandbox("a", { phase: "Pending" }))
-        yield* server.create(sandbox("b"))
-        const dir = yield* tempDir
-        const kubeconfig = join(dir, "kubeconfig")
-        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
-        const program = yield* Program.start(
-          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--gzip-streaming-lists"],
-          { HOME: dir }
-        )
-        const synced = yield* program.awaitStdout(isSynced)
-        expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
-        yield* program.kill("SIGTERM")
-        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        const { server, told } = yield* syncedOnce(["--gzip-streaming-lists"])
+        expect(told).toStrictEqual(["a Pending", "b -"])
         const [watch] = yield* server.requestsOf("watch")
         expect(watch).toMatchObject({ query: { sendInitialEvents: "true" }, acceptEncoding: "gzip" })
-      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+      }).pipe(Effect.provide(simulated())),
     ProcessTimeout
   )
 
@@ -198,26 +189,12 @@ describe("sandbox-watch --list-mode", () => {
     "stream: syncs from one streaming watch: no list request reaches the server",
     () =>
       Effect.gen(function*() {
-        const server = yield* Sim.SimulatedApiServer
-        yield* server.create(sandbox("a", { phase: "Pending" }))
-        yield* server.create(sandbox("b"))
-        const dir = yield* tempDir
-        const kubeconfig = join(dir, "kubeconfig")
-        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
-        const program = yield* Program.start(
-          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream"],
-          {
-            HOME: dir
-          }
-        )
-        const synced = yield* program.awaitStdout(isSynced)
-        expect((yield* program.stdout).slice(0, synced).map(short).sort()).toStrictEqual(["a Pending", "b -"])
-        yield* program.kill("SIGTERM")
-        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        const { server, told } = yield* syncedOnce(["--list-mode", "stream"])
+        expect(told).toStrictEqual(["a Pending", "b -"])
         expect(yield* server.requestsOf("list")).toEqual([])
         const [watch] = yield* server.requestsOf("watch")
         expect(watch?.query).toMatchObject({ sendInitialEvents: "true", resourceVersionMatch: "NotOlderThan" })
-      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+      }).pipe(Effect.provide(simulated())),
     ProcessTimeout
   )
 })
