@@ -24,7 +24,7 @@
  */
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
-import { invalidListOptions } from "../../src/internal/simulator/requests.ts"
+import { watchRequestOf } from "../../src/internal/simulator/requests.ts"
 import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import {
   type DataShape,
@@ -77,43 +77,8 @@ const initialEventsEndLine = (resourceVersion: number) =>
  * project's simulator words it: the 422 for contradictory options; none when they are allowed.
  */
 const watchOptionsProblem = (query: URLSearchParams) => {
-  const problems: Array<Parameters<typeof invalidListOptions>[0][number]> = []
-  const match = query.get("resourceVersionMatch") ?? ""
-  const send = query.get("sendInitialEvents")
-  const bookmarks = query.get("allowWatchBookmarks")
-  if (send !== null) {
-    if (match !== "NotOlderThan") {
-      problems.push({
-        field: "resourceVersionMatch",
-        kind: "Forbidden",
-        detail: "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
-      })
-    }
-    if (bookmarks !== "true" && bookmarks !== "1") {
-      problems.push({
-        field: "allowWatchBookmarks",
-        kind: "Forbidden",
-        detail: "sendInitialEvents requires setting allowWatchBookmarks to true"
-      })
-    }
-  }
-  if (match !== "") {
-    if (send === null) {
-      problems.push({
-        field: "resourceVersionMatch",
-        kind: "Forbidden",
-        detail: "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
-      })
-    }
-    if (match !== "NotOlderThan") {
-      problems.push({
-        field: "resourceVersionMatch",
-        kind: "Unsupported value",
-        detail: `"${match}": supported values: "NotOlderThan"`
-      })
-    }
-  }
-  return problems.length === 0 ? undefined : invalidListOptions(problems)
+  const request = watchRequestOf(query)
+  return request._tag === "Left" && request.left.code === 422 ? request.left : undefined
 }
 
 /** Listed states by index, the bases events evolve from. */
