@@ -4,25 +4,15 @@
  * TestClock's; only the sockets are real.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
+import { Context, Effect, Layer, Option, Ref, TestClock } from "effect"
 import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
-import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import { SandboxResource } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
 import { rotatingTokenConnection } from "./support/rotatingToken.ts"
+import { provideCluster, record, sandboxObject } from "./support/simulatedCluster.ts"
 import { eventually, passNextPause } from "./support/waiting.ts"
-
-const sandboxObject = (name: string, phase = "Pending", labels: Record<string, string> = { "jr2.dev/run": "r1" }) => ({
-  apiVersion: "jr2.dev/v1alpha1",
-  kind: "Sandbox",
-  metadata: { name, labels },
-  spec: { repos: [{ key: "main", url: "https://example.test/repo.git" }], resources: { limits: { memory: "2Gi" } } },
-  status: { phase }
-})
-
-const describeTold = (value: Option.Option<Sandbox>) =>
-  Option.match(value, { onNone: () => "gone", onSome: (s) => `${s.metadata.name}:${s.status?.phase ?? "-"}` })
 
 /** A simulated cluster with `names` in it, and a watch over it. */
 const cluster = (names: ReadonlyArray<string>, options: Partial<SandboxWatch.SandboxWatchOptions> = {}) =>
@@ -36,37 +26,9 @@ const cluster = (names: ReadonlyArray<string>, options: Partial<SandboxWatch.San
     return { server, watch }
   })
 
-const record = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
-  Effect.gen(function*() {
-    const told = yield* Ref.make<ReadonlyArray<string>>([])
-    yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
-    return {
-      told: Ref.get(told),
-      /** Waits until `count` things were told, and returns them all. */
-      awaitTold: (count: number) => eventually(Ref.get(told), (t) => t.length >= count)
-    }
-  })
-
-const provideCluster = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.provide(
-    effect,
-    // The request deadlines are set past the pauses these tests measure (TestClock lists them as
-    // sleeps); test/KubeClient.test.ts tests the deadlines themselves.
-    KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(
-      Layer.provideMerge(
-        SimulatedApiServer.layerWithKubeConfig({
-          resource: SandboxResource,
-          namespace: "ns",
-          historySize: 20,
-          bookmarkInterval: "1 hour"
-        })
-      )
-    )
-  )
-
 describe("SandboxWatch over HTTP against the simulated API server", () => {
   it.scoped("lists page by page, then tells creates, status updates, a label removal and a delete, in order", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1", "s2", "s3", "s4", "s5"], { pageSize: 2 })
         const lists = yield* server.requestsOf("list")
@@ -101,7 +63,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("a watch the server closes resumes from the last resourceVersion, with no re-list", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1"])
         const s1 = yield* record(watch.changes("s1"))
@@ -118,7 +80,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("an apiserver restart with deletes during the outage: 410, a quorum re-list, and only the deleted told gone", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["keep", "goes"])
         const keep = yield* record(watch.changes("keep"))
@@ -151,7 +113,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("faults tell nobody anything, and the watch rides through each: 429, 500, an HTML page, a malformed line, a truncated line, reset connections", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1", "s2", "noise"])
         const s1 = yield* record(watch.changes("s1"))
@@ -196,7 +158,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("a watch cache that warms (429 \"storage is (re)initializing\", Retry-After 1) is waited out: at start one list a Retry-After, unsynced till then; under a synced watch, resumed with no re-list and nothing told", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const server = yield* SimulatedApiServer.SimulatedApiServer
         yield* server.create(sandboxObject("s1"))
@@ -230,7 +192,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("403 on watch backs off; granting it heals the watch without a restart", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1"])
         const s1 = yield* record(watch.changes("s1"))
@@ -252,7 +214,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
     ))
 
   it.scoped("a stalled watch is taken for dead after timeoutSeconds plus the margin and resumed", () =>
-    provideCluster(
+    provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1"], { timeoutSeconds: 60, idleMargin: "5 seconds" })
         const s1 = yield* record(watch.changes("s1"))

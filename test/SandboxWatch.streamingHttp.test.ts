@@ -6,50 +6,11 @@
  * holds the same behaviour to the real servers.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Ref, Stream, TestClock } from "effect"
-import * as KubeClient from "../src/KubeClient.ts"
-import { type Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import { Effect, TestClock } from "effect"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
-import { eventually, nextPause, passNextPause } from "./support/waiting.ts"
-
-const sandboxObject = (name: string, phase = "Pending") => ({
-  apiVersion: "jr2.dev/v1alpha1",
-  kind: "Sandbox",
-  metadata: { name, labels: { "jr2.dev/run": "r1" } },
-  spec: { repos: [{ key: "main", url: "https://example.test/repo.git" }], resources: { limits: { memory: "2Gi" } } },
-  status: { phase }
-})
-
-const describeTold = (value: Option.Option<Sandbox>) =>
-  Option.match(value, { onNone: () => "gone", onSome: (s) => `${s.metadata.name}:${s.status?.phase ?? "-"}` })
-
-const record = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
-  Effect.gen(function*() {
-    const told = yield* Ref.make<ReadonlyArray<string>>([])
-    yield* Effect.forkScoped(Stream.runForEach(stream, (v) => Ref.update(told, (all) => [...all, describeTold(v)])))
-    return {
-      told: Ref.get(told),
-      awaitTold: (count: number) => eventually(Ref.get(told), (t) => t.length >= count)
-    }
-  })
-
-const provideCluster =
-  (options: Partial<SimulatedApiServer.Options> = {}) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.provide(
-      effect,
-      KubeClient.layerWith({ headersTimeout: "1 hour", bodyTimeout: "1 hour" }).pipe(
-        Layer.provideMerge(
-          SimulatedApiServer.layerWithKubeConfig({
-            resource: SandboxResource,
-            namespace: "ns",
-            historySize: 20,
-            bookmarkInterval: "1 hour",
-            ...options
-          })
-        )
-      )
-    )
+import { provideCluster, record, sandboxObject } from "./support/simulatedCluster.ts"
+import { nextPause, passNextPause } from "./support/waiting.ts"
 
 const seeded = (names: ReadonlyArray<string>) =>
   Effect.gen(function*() {

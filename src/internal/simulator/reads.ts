@@ -43,7 +43,6 @@ export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
       selects(ctx, request.right.selectors),
       NodeHttpServerRequest.toServerResponse(ctx.request)
     )
-    const encoder = new TextEncoder()
     if (request.right.mode === "initialWithBookmark" && server.watchListCompression && acceptsGzip(ctx)) {
       // As 1.37's watch handler: each flush (here, each chunk of lines) is a gzip member of its own.
       return HttpServerResponse.stream(
@@ -54,6 +53,7 @@ export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
         }
       )
     }
+    const encoder = new TextEncoder()
     return HttpServerResponse.stream(Stream.map(body, (line) => encoder.encode(line)), {
       contentType: "application/json",
       headers: { "cache-control": "no-cache, private" }
