@@ -15,6 +15,9 @@
  * the difference of the two totals, times 100/99, is what one subscriber's wake costs, Effect runtime
  * included. `EVENTS`, `RATE` and `N` change the set-up; `TOP` the number of functions listed;
  * `DUMP=<file.heapprofile>` keeps the profile (DevTools, or `npx tsx test/bench/profile.ts <file>`).
+ * `WAITS=1` makes each subscriber a `waitFor` whose step never answers (the bench's `/waits` rows);
+ * `SAMPLES=<file.json>` writes every latency in the order sent; `GC_AT_SYNC=1` (with
+ * `node --expose-gc`) collects the whole heap once the list is in, before the first event.
  *
  * `profile` runs V8's sampling heap profiler (one sample per 512 bytes on average, objects collected
  * since counted too) over the window from the gate's opening to the last event told. A sample goes
@@ -159,6 +162,7 @@ const measure = async (mode: "profile" | "gc") => {
   })
   const url = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once("line", resolve))
   const subs = Math.min(100, Number(process.env.SUBS ?? 100))
+  const waits = process.env.WAITS === "1"
   const target = finalEvent(events, shape.hot, Salt.latency, shape.n)
   const names = Array.from({ length: shape.hot }, (_, i) => nameOf(i))
   const subscribed = subs >= shape.hot ? names : [target.name, ...names.filter((n) => n !== target.name)].slice(0, subs)
@@ -189,14 +193,18 @@ const measure = async (mode: "profile" | "gc") => {
       const watch = yield* SandboxWatch.SandboxWatch
       for (const name of subscribed) {
         let first = true
-        yield* Effect.forkScoped(Stream.runForEach(watch.changes(name), (value) =>
-          Effect.sync(() => {
-            if (first) {
-              first = false
-              firstValues++
-            }
-            onValue(value)
-          })))
+        const told = (value: Option.Option<Sandbox>) => {
+          if (first) {
+            first = false
+            firstValues++
+          }
+          onValue(value)
+        }
+        yield* Effect.forkScoped(
+          waits
+            ? watch.waitFor(name, (value) => Effect.sync(() => (told(value), Option.none<never>())))
+            : Stream.runForEach(watch.changes(name), (value) => Effect.sync(() => told(value)))
+        )
       }
       yield* watch.synced
       while (firstValues < subscribed.length) yield* Effect.sleep("1 millis")
@@ -207,11 +215,20 @@ const measure = async (mode: "profile" | "gc") => {
   session.disconnect()
 
   const perTenK = 10_000 / events
+  // In the order sent, in ms: `npx tsx test/bench/latencyParts.ts <file> --parts 10` reads them part by part.
+  if (process.env.SAMPLES !== undefined) {
+    fs.writeFileSync(
+      process.env.SAMPLES,
+      JSON.stringify(samples.map((ns) => ns / 1e6))
+    )
+  }
   const sorted = [...samples].sort((a, b) => a - b)
   const second = samples.slice(Math.floor(samples.length / 2)).sort((a, b) => a - b)
   const ms = (ns: number) => (ns / 1e6).toFixed(2)
   console.log(
-    `${mode}, ${subscribed.length} subscriber(s), ${events} events at ${shape.latencyRate}/s over ${shape.hot} names, ` +
+    `${mode}, ${subscribed.length} ${
+      waits ? "waitFor" : "changes"
+    } subscriber(s), ${events} events at ${shape.latencyRate}/s over ${shape.hot} names, ` +
       `${shape.n} listed; load ${figures.load}`
   )
   console.log(
@@ -277,6 +294,13 @@ const measuredWindow = async (
       includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: true
     })
+  }
+  // An experiment, not what a user's process does: is the heap the list left behind what slows the
+  // first seconds of events, or the code's warm-up? (`test/bench/results/2026-12-07-warm-up.md`)
+  if (process.env.GC_AT_SYNC === "1") {
+    const collect = (globalThis as { gc?: () => void }).gc
+    if (collect === undefined) throw new Error("GC_AT_SYNC=1 needs node --expose-gc")
+    collect()
   }
   observer.observe({ entryTypes: ["gc"] })
   const heapBefore = v8.getHeapStatistics().used_heap_size

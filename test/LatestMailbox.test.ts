@@ -44,6 +44,20 @@ describe("LatestMailbox", () => {
       expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["b", 3]])
     }))
 
+  it.effect("a mailbox of one key (a name's) keeps its latest value until taken, then holds nothing", () =>
+    Effect.gen(function*() {
+      const mailbox = new LatestMailbox<string, number>("one")
+      mailbox.put("a", 1)
+      mailbox.put("a", 2)
+      expect(Chunk.toReadonlyArray(yield* mailbox.takeAll)).toEqual([["a", 2]])
+      // Taken: the next take waits for the next put rather than seeing the old value again.
+      const reader = yield* Effect.fork(mailbox.takeAll)
+      yield* Effect.yieldNow()
+      expect(Option.isNone(yield* Fiber.poll(reader))).toBe(true)
+      mailbox.put("a", 3)
+      expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["a", 3]])
+    }))
+
   it.effect("SubscriberHub.tell stores in every mailbox of the name and of every name, and lists the waiting readers", () =>
     Effect.gen(function*() {
       const hub = new SubscriberHub<number>()

@@ -9,8 +9,22 @@
 import { Chunk, Effect } from "effect"
 
 export class LatestMailbox<K, V> {
-  private readonly pending = new Map<K, V>()
+  /** The latest value per key, for a mailbox of many keys; none for a mailbox of one. */
+  private readonly pending: Map<K, V> | undefined
+  /**
+   * A mailbox of one key (a name's subscriber) holds what is pending in two fields, not a map: a
+   * `Map` emptied and filled once per change rebuilds its table every few changes, a young table
+   * under a long-lived mailbox that survives the next collection (`scratchpad/wakeCost.ts`).
+   */
+  private heldKey: K | undefined = undefined
+  private heldValue: V | undefined = undefined
+  private holding = false
   private wake: (() => void) | undefined = undefined
+
+  /** `"one"`: only ever told one key (the hub's mailbox for a name). */
+  constructor(keys: "many" | "one" = "many") {
+    this.pending = keys === "many" ? new Map<K, V>() : undefined
+  }
 
   /** Replace what is pending for `key` (it moves to the back: the reader sees changes in order). */
   put(key: K, value: V): void {
@@ -23,9 +37,20 @@ export class LatestMailbox<K, V> {
    * caller's step is over. What is stored is there for the reader's next take either way.
    */
   store(key: K, value: V): boolean {
-    this.pending.delete(key)
-    this.pending.set(key, value)
+    const pending = this.pending
+    if (pending === undefined) {
+      this.heldKey = key
+      this.heldValue = value
+      this.holding = true
+    } else {
+      pending.delete(key)
+      pending.set(key, value)
+    }
     return this.wake !== undefined
+  }
+
+  private get hasPending(): boolean {
+    return this.pending === undefined ? this.holding : this.pending.size > 0
   }
 
   /** Wakes a reader waiting for a put, if one is. */
@@ -65,7 +90,7 @@ export class LatestMailbox<K, V> {
       resume = resumeWait
       this.wake = wake
     })
-    return Effect.suspend(() => this.pending.size > 0 ? drainNow : waitForPut)
+    return Effect.suspend(() => this.hasPending ? drainNow : waitForPut)
   }
 
   // A loop, not `Array.from` and a new Map: a subscriber drains once per change it is told, and the
@@ -74,17 +99,19 @@ export class LatestMailbox<K, V> {
   // keep every value ever told through it (`scratchpad/mapClearSurvivors.ts`,
   // `scratchpad/subscriberSurvivors.ts`).
   private drain<A>(present: (key: K, value: V) => A): Chunk.Chunk<A> {
-    if (this.pending.size === 1) {
-      // A name's subscriber holds one entry at most: a chunk of one, no array.
-      for (const [key, value] of this.pending) {
-        this.pending.delete(key)
-        return Chunk.of(present(key, value))
-      }
+    const pending = this.pending
+    if (pending === undefined) {
+      // A name's subscriber: a chunk of one, no array; the fields let go of the value.
+      const taken = present(this.heldKey!, this.heldValue!)
+      this.heldKey = undefined
+      this.heldValue = undefined
+      this.holding = false
+      return Chunk.of(taken)
     }
     const drained: Array<A> = []
-    for (const [key, value] of this.pending) {
+    for (const [key, value] of pending) {
       drained.push(present(key, value))
-      this.pending.delete(key)
+      pending.delete(key)
     }
     return Chunk.unsafeFromArray(drained)
   }

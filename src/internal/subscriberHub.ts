@@ -39,7 +39,7 @@ export class SubscriberHub<V> {
 
   /** A new mailbox for one name (`undefined`: every name). Pair with `remove`. */
   add(name: string | undefined): LatestMailbox<string, V> {
-    const mailbox = new LatestMailbox<string, V>()
+    const mailbox = new LatestMailbox<string, V>(name === undefined ? "many" : "one")
     if (name === undefined) {
       this.everyName.add(mailbox)
     } else {

@@ -76,6 +76,7 @@ export const latencyFigures = (samplesNs: ReadonlyArray<number>): Record<string,
     p50: percentile(sorted, 50),
     p99: percentile(sorted, 99),
     max: sorted[sorted.length - 1] ?? Number.NaN,
+    p50SecondHalf: percentile(late, 50),
     p99SecondHalf: percentile(late, 99),
     /** Where the worst one came, as a fraction of the run (0 = first event). */
     maxAt: ms.length === 0 ? Number.NaN : ms.indexOf(sorted[sorted.length - 1]!) / ms.length
