@@ -96,7 +96,8 @@ export interface SandboxWatchService {
    *
    * The cheap way to wait on one Sandbox: no stream runs, so a parked wait is a mailbox and the
    * caller's own fiber, lighter than an idle `changes` stream run by `Stream.runForEach` (that also
-   * carries the stream's channel machinery and a fiber of its own).
+   * carries the stream's channel machinery and a fiber of its own); and each change wakes the wait
+   * for about a third of the bytes a `changes` stream's consumer allocates (`scratchpad/wakeCost.ts`).
    */
   readonly waitFor: <A, E, R>(
     name: string,
