@@ -22,6 +22,7 @@ import { SubscriberHub } from "../src/internal/subscriberHub.ts"
 import { makeSubscriptions } from "../src/internal/subscriptions.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
+import { printTopAllocators, type ProfileNode } from "./topAllocators.ts"
 
 const listed = 10_000
 const hot = 100
@@ -43,26 +44,6 @@ const sandbox = (name: string, resourceVersion: number): Sandbox =>
 // `TOP=n`: also the n functions that allocate most in the 100 subscribers' window (self bytes per
 // event; the sampler's view, so a function the JIT inlined counts in its caller).
 const top = Number(process.env.TOP ?? 0)
-interface ProfileNode {
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
-  readonly selfSize: number
-  readonly children: ReadonlyArray<ProfileNode>
-}
-const topFunctions = (head: ProfileNode) => {
-  const bytes = new Map<string, number>()
-  const walk = (node: ProfileNode) => {
-    const { functionName, lineNumber, url } = node.callFrame
-    const key = `${functionName || "(anonymous)"} ${
-      url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|scratchpad)\//, "$1/")
-    }:${lineNumber + 1}`
-    if (node.selfSize > 0) bytes.set(key, (bytes.get(key) ?? 0) + node.selfSize)
-    for (const child of node.children) walk(child)
-  }
-  walk(head)
-  for (const [key, size] of [...bytes].sort((a, b) => b[1] - a[1]).slice(0, top)) {
-    console.log(`  ${(size / measured).toFixed(0).padStart(6)} B  ${key}`)
-  }
-}
 
 const run = async (subscribers: number) => {
   const cache = await Effect.runPromise(SubscriptionRef.make(SandboxCache.empty))
@@ -139,7 +120,7 @@ const run = async (subscribers: number) => {
   if (session !== undefined) {
     const { profile } = await session.post("HeapProfiler.stopSampling")
     session.disconnect()
-    topFunctions(profile.head as unknown as ProfileNode)
+    printTopAllocators(profile.head as unknown as ProfileNode, measured, top)
   }
   await new Promise((resolve) => setTimeout(resolve, 10))
   observer.disconnect()

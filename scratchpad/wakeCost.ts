@@ -22,32 +22,12 @@ import { Channel, Chunk, Effect, Option, Stream } from "effect"
 import { Session } from "node:inspector/promises"
 import * as v8 from "node:v8"
 import { LatestMailbox } from "../src/internal/latestMailbox.ts"
+import { printTopAllocators, type ProfileNode } from "./topAllocators.ts"
 
 const wakes = 20_000
 const collectGarbage = (globalThis as { gc?: () => void }).gc
 if (collectGarbage === undefined) throw new Error("run with --expose-gc (see the header)")
 const top = Number(process.env.TOP ?? 0)
-
-interface ProfileNode {
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
-  readonly selfSize: number
-  readonly children: ReadonlyArray<ProfileNode>
-}
-const topFunctions = (head: ProfileNode) => {
-  const bytes = new Map<string, number>()
-  const walk = (node: ProfileNode) => {
-    const { functionName, lineNumber, url } = node.callFrame
-    const key = `${functionName || "(anonymous)"} ${
-      url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|scratchpad)\//, "$1/")
-    }:${lineNumber + 1}`
-    if (node.selfSize > 0) bytes.set(key, (bytes.get(key) ?? 0) + node.selfSize)
-    for (const child of node.children) walk(child)
-  }
-  walk(head)
-  for (const [key, size] of [...bytes].sort((a, b) => b[1] - a[1]).slice(0, top)) {
-    console.log(`  ${(size / wakes).toFixed(0).padStart(6)} B  ${key}`)
-  }
-}
 
 type Value = Option.Option<number>
 const valueOf = (_name: string, value: Value) => value
@@ -132,7 +112,7 @@ const measure = async (name: string, reader: Reader) => {
   if (session !== undefined) {
     const { profile } = await session.post("HeapProfiler.stopSampling")
     session.disconnect()
-    topFunctions(profile.head as unknown as ProfileNode)
+    printTopAllocators(profile.head as unknown as ProfileNode, wakes, top)
   }
 }
 
