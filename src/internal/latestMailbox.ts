@@ -13,8 +13,8 @@ export class LatestMailbox<K, V> {
   private readonly pending: Map<K, V> | undefined
   /**
    * A mailbox of one key (a name's subscriber) holds what is pending in two fields, not a map: a
-   * `Map` emptied and filled once per change rebuilds its table every few changes, a young table
-   * under a long-lived mailbox that survives the next collection (`scratchpad/wakeCost.ts`).
+   * `Map` emptied and filled once per change rebuilds its table every few changes
+   * (`scratchpad/wakeCost.ts` against `KEYS=many`).
    */
   private heldKey: K | undefined = undefined
   private heldValue: V | undefined = undefined
