@@ -20,6 +20,12 @@ const list = {
   restarts: 0
 }
 
+/** An empty cache, its hub and the steps over them. */
+const stepsOverEmptyCache = Effect.map(SubscriptionRef.make(SandboxCache.empty), (cache) => {
+  const hub: SandboxHub = new SubscriberHub()
+  return { cache, hub, steps: makeCacheSteps(cache, hub) }
+})
+
 describe("cache steps", () => {
   it.effect("the installed effect's SubscriptionRef has the parts the one-writer step reads", () =>
     Effect.gen(function*() {
@@ -30,9 +36,7 @@ describe("cache steps", () => {
 
   it.effect("a step sets the cache and publishes it to the ref's changes, as SubscriptionRef.modify does", () =>
     Effect.gen(function*() {
-      const cache = yield* SubscriptionRef.make(SandboxCache.empty)
-      const hub: SandboxHub = new SubscriberHub()
-      const steps = makeCacheSteps(cache, hub)
+      const { cache, steps } = yield* stepsOverEmptyCache
       const seen = yield* Queue.unbounded<SandboxCache.SandboxCache>()
       yield* Effect.fork(Stream.runForEach(cache.changes, (value) => Queue.offer(seen, value)))
       // Its first value says it is subscribed: `changes` subscribes before it reads, under the lock.
@@ -49,9 +53,7 @@ describe("cache steps", () => {
 
   it.effect("while someone holds the ref's lock, a step waits for it and then applies", () =>
     Effect.gen(function*() {
-      const cache = yield* SubscriptionRef.make(SandboxCache.empty)
-      const hub: SandboxHub = new SubscriberHub()
-      const steps = makeCacheSteps(cache, hub)
+      const { cache, steps } = yield* stepsOverEmptyCache
       yield* steps.applyList(list)
       const release = yield* Deferred.make<void>()
       const holding = yield* Effect.fork(
@@ -75,9 +77,7 @@ describe("cache steps", () => {
 
   it.effect("a told subscriber is woken once the step is over", () =>
     Effect.gen(function*() {
-      const cache = yield* SubscriptionRef.make(SandboxCache.empty)
-      const hub: SandboxHub = new SubscriberHub()
-      const steps = makeCacheSteps(cache, hub)
+      const { hub, steps } = yield* stepsOverEmptyCache
       yield* steps.applyList(list)
       const mailbox = hub.add("a")
       const waiting = yield* Effect.fork(mailbox.takeAll)
