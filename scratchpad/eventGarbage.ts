@@ -18,6 +18,16 @@
  * `WAITS=1` makes each subscriber a `waitFor` whose step never answers (the bench's `/waits` rows);
  * `SAMPLES=<file.json>` writes every latency in the order sent; `GC_AT_SYNC=1` (with
  * `node --expose-gc`) collects the whole heap once the list is in, before the first event.
+ * `READER=forEachChunk|toPull|viaPull` reads `changes` another way than `Stream.runForEach`.
+ * `MARK=1` prints when the window opens (to line it up with `--trace-gc`); `SNAPSHOT=<file>` writes a
+ * heap snapshot at event `AT` (default: half the events).
+ *
+ *   PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile
+ *       # only what outlived the young collections (promoted, or still young at the end), by tenth
+ *       # of the window and by innermost frames
+ *   AT=1000 node --expose-gc --import tsx scratchpad/eventGarbage.ts survivors
+ *       # at event AT: what two young collections kept that a full one then took (a dead old
+ *       # object's hold on young ones)
  *
  * `profile` runs V8's sampling heap profiler (one sample per 512 bytes on average, objects collected
  * since counted too) over the window from the gate's opening to the last event told. A sample goes
@@ -29,9 +39,10 @@
  * `SUBS=1` against `SUBS=100` says how much of that is the subscribers'.
  * Lines are the `.ts` source's (through tsx's source maps); effect's are its `dist/esm` files'.
  */
-import { Effect, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
+import { Session as SyncSession } from "node:inspector"
 import { Session } from "node:inspector/promises"
 import { SourceMap } from "node:module"
 import * as path from "node:path"
@@ -155,7 +166,7 @@ const serve = async () => {
   console.log(server.url)
 }
 
-const measure = async (mode: "profile" | "gc") => {
+const measure = async (mode: "profile" | "gc" | "survivors") => {
   const child = spawn(process.execPath, ["--import", "tsx", new URL(import.meta.url).pathname, "serve"], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, NODE_OPTIONS: "" }
@@ -163,11 +174,14 @@ const measure = async (mode: "profile" | "gc") => {
   const url = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once("line", resolve))
   const subs = Math.min(100, Number(process.env.SUBS ?? 100))
   const waits = process.env.WAITS === "1"
+  // `READER=forEachChunk|toPull`: the `changes` subscribers read another way than `Stream.runForEach`.
+  const reader = process.env.READER ?? "forEach"
   const target = finalEvent(events, shape.hot, Salt.latency, shape.n)
   const names = Array.from({ length: shape.hot }, (_, i) => nameOf(i))
   const subscribed = subs >= shape.hot ? names : [target.name, ...names.filter((n) => n !== target.name)].slice(0, subs)
 
   const samples: Array<number> = []
+  const survivors = mode === "survivors" ? survivorsAtMidpoint() : () => undefined
   let firstValues = 0
   let toldFinal: () => void = () => undefined
   const finalTold = new Promise<void>((resolve) => (toldFinal = resolve))
@@ -176,7 +190,13 @@ const measure = async (mode: "profile" | "gc") => {
     const metadata = value.value.metadata
     // Listed states carry no stamp; every event does.
     const stamp = metadata.annotations?.[SentAnnotation]
-    if (stamp !== undefined) samples.push(Number(process.hrtime.bigint() - BigInt(stamp)))
+    if (stamp !== undefined) {
+      samples.push(Number(process.hrtime.bigint() - BigInt(stamp)))
+      if (mode === "survivors" && samples.length === Number(process.env.AT ?? events / 2)) survivors()
+      if (process.env.SNAPSHOT !== undefined && samples.length === Number(process.env.AT ?? events / 2)) {
+        v8.writeHeapSnapshot(process.env.SNAPSHOT)
+      }
+    }
     if (metadata.name === target.name && metadata.resourceVersion === target.resourceVersion) toldFinal()
   }
 
@@ -203,12 +223,26 @@ const measure = async (mode: "profile" | "gc") => {
         yield* Effect.forkScoped(
           waits
             ? watch.waitFor(name, (value) => Effect.sync(() => (told(value), Option.none<never>())))
+            : reader === "forEachChunk"
+            ? Stream.runForEachChunk(watch.changes(name), (values) => Effect.sync(() => Chunk.forEach(values, told)))
+            : reader === "toPull"
+            ? Effect.scoped(
+              Effect.flatMap(
+                Stream.toPull(watch.changes(name)),
+                (pull) => Effect.forever(Effect.map(pull, (values) => Chunk.forEach(values, told)))
+              )
+            )
+            : reader === "viaPull"
+            ? Stream.runForEach(
+              Stream.unwrapScoped(Effect.map(Stream.toPull(watch.changes(name)), Stream.repeatEffectChunkOption)),
+              (value) => Effect.sync(() => told(value))
+            )
             : Stream.runForEach(watch.changes(name), (value) => Effect.sync(() => told(value)))
         )
       }
       yield* watch.synced
       while (firstValues < subscribed.length) yield* Effect.sleep("1 millis")
-      return yield* Effect.promise(() => measuredWindow(mode, url, session, finalTold))
+      return yield* Effect.promise(() => measuredWindow(mode === "survivors" ? "gc" : mode, url, session, finalTold))
     }).pipe(Effect.scoped, Effect.provide(layer))
   )
   child.kill()
@@ -243,6 +277,78 @@ const measure = async (mode: "profile" | "gc") => {
     console.log(`  no collection in the window: heap growth ${(figures.heapGrowth / events).toFixed(0)} B/event`)
   }
   if (figures.profile !== undefined) report(figures.profile, figures.locate)
+  if (figures.profile !== undefined && figures.samples !== undefined && process.env.PROMOTED === "1") {
+    promotedOverTime(figures.profile, figures.samples, figures.locate)
+  }
+}
+
+/**
+ * `survivors`: what young collections keep only because a dead old object points at it (nepotism).
+ * Mid-window, two young collections, then the sampler's live samples (objects collected are not
+ * kept); then a full collection, and the samples again. What the first set holds and the second
+ * does not was garbage that the young collections could not take back. Returns the hook to call at
+ * the midpoint; sampling starts now (the list's samples are in both sets, so they cancel).
+ */
+const survivorsAtMidpoint = () => {
+  const collect = (globalThis as { gc?: (options?: { type: "minor" | "major" }) => void }).gc
+  if (collect === undefined) throw new Error("survivors needs node --expose-gc")
+  const sync = new SyncSession()
+  sync.connect()
+  const post = (method: string, params?: object): unknown => {
+    let result: unknown
+    sync.post(method, params ?? {}, (error, answer) => {
+      if (error !== null) throw error
+      result = answer
+    })
+    return result
+  }
+  post("HeapProfiler.enable")
+  post("HeapProfiler.startSampling", { samplingInterval: Number(process.env.INTERVAL ?? 256) })
+  const byStack = (): Map<string, number> => {
+    const { profile } = post("HeapProfiler.getSamplingProfile") as { profile: { head: ProfileNode } }
+    const bytes = new Map<string, number>()
+    const depth = Number(process.env.DEPTH ?? 4)
+    const walk = (node: ProfileNode, stack: Array<string>) => {
+      const f = node.callFrame
+      stack.push(
+        `${f.functionName || "(anon)"} ${
+          f.url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|scratchpad)\//, "$1/")
+        }:${f.lineNumber + 1}`
+      )
+      if (node.selfSize > 0) {
+        const key = stack.slice(-depth).reverse().join("\n        < ")
+        bytes.set(key, (bytes.get(key) ?? 0) + node.selfSize)
+      }
+      for (const child of node.children) walk(child, stack)
+      stack.pop()
+    }
+    walk(profile.head, [])
+    return bytes
+  }
+  return () => {
+    collect({ type: "minor" })
+    collect({ type: "minor" })
+    const heapYoung = v8.getHeapStatistics().used_heap_size
+    const kept = byStack()
+    collect({ type: "major" })
+    const heapFull = v8.getHeapStatistics().used_heap_size
+    const live = byStack()
+    post("HeapProfiler.stopSampling")
+    const dead = [...kept].map(([key, bytes]) => [key, bytes - (live.get(key) ?? 0)] as const)
+      .filter(([, bytes]) => bytes > 0).sort((a, b) => b[1] - a[1])
+    const total = dead.reduce((sum, [, bytes]) => sum + bytes, 0)
+    console.log(
+      `survivors at event ${process.env.AT ?? events / 2}: heap after two young collections ${
+        (heapYoung / 1e6).toFixed(1)
+      } MB, ` +
+        `after a full one ${(heapFull / 1e6).toFixed(1)} MB; sampled garbage kept by young collections ${
+          (total / 1e3).toFixed(0)
+        } KB`
+    )
+    for (const [key, bytes] of dead.slice(0, Number(process.env.TOP ?? 15))) {
+      console.log(`  ${(bytes / 1e3).toFixed(1).padStart(8)} KB  ${key}`)
+    }
+  }
 }
 
 interface WindowFigures {
@@ -253,6 +359,7 @@ interface WindowFigures {
   readonly heapGrowth: number
   readonly load: string
   readonly profile?: ProfileNode
+  readonly samples?: ReadonlyArray<AllocationSample>
   readonly locate: Locate
 }
 
@@ -292,7 +399,8 @@ const measuredWindow = async (
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 512,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true
+      // `PROMOTED=1`: only what outlived the young collections (promoted, or still live at the end)
+      includeObjectsCollectedByMinorGC: process.env.PROMOTED !== "1"
     })
   }
   // An experiment, not what a user's process does: is the heap the list left behind what slows the
@@ -304,6 +412,7 @@ const measuredWindow = async (
   }
   observer.observe({ entryTypes: ["gc"] })
   const heapBefore = v8.getHeapStatistics().used_heap_size
+  if (process.env.MARK === "1") console.log(`window opens at ${performance.now().toFixed(0)} ms`)
   await go(url)
   await finalTold
   const heapGrowth = v8.getHeapStatistics().used_heap_size - heapBefore
@@ -312,6 +421,8 @@ const measuredWindow = async (
     fs.writeFileSync(process.env.DUMP, JSON.stringify(sampled))
   }
   const profile = sampled?.head as unknown as ProfileNode | undefined
+  // The protocol gives `samples` (with `ordinal`s) beside the tree; node's types do not list them yet.
+  const allocationSamples = (sampled as { readonly samples?: ReadonlyArray<AllocationSample> } | undefined)?.samples
   await new Promise((resolve) => setTimeout(resolve, 10)) // the last gc entries arrive asynchronously
   observer.disconnect()
   await session.post("Debugger.enable")
@@ -341,7 +452,17 @@ const measuredWindow = async (
       : new SourceMap(JSON.parse(Buffer.from(inline[1]!, "base64").toString("utf8")))
   }
   await session.post("Debugger.disable")
-  return { gcs, major, gcMs, longest, heapGrowth, load, locate, ...(profile === undefined ? {} : { profile }) }
+  return {
+    gcs,
+    major,
+    gcMs,
+    longest,
+    heapGrowth,
+    load,
+    locate,
+    ...(profile === undefined ? {} : { profile }),
+    ...(allocationSamples === undefined ? {} : { samples: allocationSamples })
+  }
 }
 
 const sourceLines = (scriptUrl: string): ReadonlyArray<string> => {
@@ -366,6 +487,56 @@ const frameName = (frame: Frame, locate: Locate): string => {
   const { file, line, text } = locate(frame)
   const named = frame.functionName !== "" ? frame.functionName : /(?:const|let)\s+(\w+)/.exec(text)?.[1]
   return `${named ?? `(anonymous: ${text.slice(0, 50)})`} ${path.relative(root, file)}:${line}`
+}
+
+/** One sample of the sampling heap profiler: its node, its size, and its place in allocation order. */
+interface AllocationSample {
+  readonly nodeId: number
+  readonly size: number
+  readonly ordinal: number
+}
+
+/**
+ * `PROMOTED=1`: what outlived the young collections, by tenth of the window (in allocation order),
+ * then the innermost frames of what the middle tenths kept. The last tenth also holds what was
+ * still young at the end, never collected at all, so it reads high.
+ */
+const promotedOverTime = (head: ProfileNode, samples: ReadonlyArray<AllocationSample>, locate: Locate) => {
+  const stackOf = new Map<number, ReadonlyArray<Frame>>()
+  const walk = (node: ProfileNode, stack: ReadonlyArray<Frame>) => {
+    const here = [...stack, node.callFrame]
+    stackOf.set(node.id, here)
+    for (const child of node.children) walk(child, here)
+  }
+  walk(head, [])
+  if (samples.length === 0) return
+  const ordered = [...samples].sort((a, b) => a.ordinal - b.ordinal)
+  const first = ordered[0]!.ordinal
+  const span = ordered[ordered.length - 1]!.ordinal - first + 1
+  const tenthOf = (sample: AllocationSample) => Math.min(9, Math.floor(((sample.ordinal - first) / span) * 10))
+  const perTenth = Array.from({ length: 10 }, () => 0)
+  const middle = new Map<string, number>()
+  let middleBytes = 0
+  for (const sample of ordered) {
+    const tenth = tenthOf(sample)
+    perTenth[tenth]! += sample.size
+    if (tenth === 0 || tenth === 9) continue
+    const key = (stackOf.get(sample.nodeId) ?? []).slice(-3).reverse().map((frame) => frameName(frame, locate)).join(
+      " < "
+    )
+    middle.set(key, (middle.get(key) ?? 0) + sample.size)
+    middleBytes += sample.size
+  }
+  const perEvent = (bytes: number, tenths: number) => ((bytes / events) * (10 / tenths)).toFixed(0)
+  console.log(
+    `  kept past the young collections, B/event by tenth of the window: ${
+      perTenth.map((bytes) => perEvent(bytes, 1)).join(", ")
+    }`
+  )
+  console.log(`  tenths 2-9: ${perEvent(middleBytes, 8)} B/event; by innermost frames:`)
+  for (const [key, bytes] of [...middle].sort((a, b) => b[1] - a[1]).slice(0, Number(process.env.TOP ?? 10))) {
+    console.log(`    ${perEvent(bytes, 8).padStart(6)} B  ${key}`)
+  }
 }
 
 const report = (head: ProfileNode, locate: Locate) => {
@@ -412,5 +583,5 @@ const report = (head: ProfileNode, locate: Locate) => {
 
 const mode = process.argv[2]
 if (mode === "serve") await serve()
-else if (mode === "profile" || mode === "gc") await measure(mode)
+else if (mode === "profile" || mode === "gc" || mode === "survivors") await measure(mode)
 else throw new Error("usage: npx tsx scratchpad/eventGarbage.ts profile|gc (see the header)")

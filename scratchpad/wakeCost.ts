@@ -10,6 +10,11 @@
  *
  *   node --expose-gc --max-semi-space-size=512 --min-semi-space-size=512 --import tsx scratchpad/wakeCost.ts [variant]
  *
+ * More shapes of the same stream, all read by `runForEach`: `builtOnce` (the channel as it was: one loop
+ * built once, which made every value outlive young collections in the watch, though it allocates
+ * less per wake), `repeated` (`Channel.repeated`), `unwrapLoop` (`Channel.unwrap` per wake) and
+ * `fromPull` (`Stream.fromPull`). None costs much less than `changes`.
+ *
  * `KEYS=many` reads from a mailbox of many keys (a `Map`), as a name's subscriber did before its
  * mailbox held its one key in two fields.
  *
@@ -35,7 +40,15 @@ const valueOf = (_name: string, value: Value) => value
 /** A reader of `mailbox` that calls `onValue` for every value it takes. */
 type Reader = (mailbox: LatestMailbox<string, Value>, onValue: () => void) => Effect.Effect<unknown>
 
+/** The channel `subscriptions.ts` builds: each wake's step made new. */
 const channelLoop = (take: Effect.Effect<Chunk.Chunk<Value>>): Channel.Channel<Chunk.Chunk<Value>> => {
+  const next = (): Channel.Channel<Chunk.Chunk<Value>> =>
+    Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.flatMap(Channel.write(pending), next))
+  return next()
+}
+
+/** The channel it built before: one loop, built once and re-entered on every wake. */
+const channelBuiltOnce = (take: Effect.Effect<Chunk.Chunk<Value>>): Channel.Channel<Chunk.Chunk<Value>> => {
   const loop: Channel.Channel<Chunk.Chunk<Value>> = Channel.flatMap(
     Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.write(pending)),
     () => loop
@@ -65,8 +78,24 @@ const readers: Record<string, Reader> = {
   },
   changes: (mailbox, onValue) =>
     Stream.runForEach(Stream.fromChannel(channelLoop(mailbox.taker(valueOf))), () => Effect.sync(onValue)),
+  builtOnce: (mailbox, onValue) =>
+    Stream.runForEach(Stream.fromChannel(channelBuiltOnce(mailbox.taker(valueOf))), () => Effect.sync(onValue)),
   repeatEffectChunk: (mailbox, onValue) =>
     Stream.runForEach(Stream.repeatEffectChunk(mailbox.taker(valueOf)), () => Effect.sync(onValue)),
+  repeated: (mailbox, onValue) => {
+    const take = mailbox.taker(valueOf)
+    const once = Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.write(pending))
+    return Stream.runForEach(Stream.fromChannel(Channel.repeated(once)), () => Effect.sync(onValue))
+  },
+  unwrapLoop: (mailbox, onValue) => {
+    const take = mailbox.taker(valueOf)
+    const loop: Channel.Channel<Chunk.Chunk<Value>> = Channel.unwrap(
+      Effect.map(take, (pending) => Channel.zipRight(Channel.write(pending), Channel.suspend(() => loop)))
+    )
+    return Stream.runForEach(Stream.fromChannel(loop), () => Effect.sync(onValue))
+  },
+  fromPull: (mailbox, onValue) =>
+    Stream.runForEach(Stream.fromPull(Effect.succeed(mailbox.taker(valueOf))), () => Effect.sync(onValue)),
   forEachChunk: (mailbox, onValue) =>
     Stream.runForEachChunk(Stream.fromChannel(channelLoop(mailbox.taker(valueOf))), () => Effect.sync(onValue))
 }

@@ -88,14 +88,14 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
       const registerOnce = register(name, initial, (registered) => {
         mailbox = registered
       })
-      // Built once per subscription: a wake makes only the chunk and its write, no channel nodes,
-      // continuations or mapped copy (`scratchpad/eventGarbage.ts`, the subscriber stream's row).
+      // Each wake's step is made new (a `flatMap` node and its continuation, ~0.2 KB), not one loop
+      // built once and re-entered: read by `Stream.runForEach`, the loop built once made every value
+      // it wrote outlive young collections (promoted, ~3.5 KB per change, until a full collection),
+      // where fresh steps die young (`PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile`).
       const loopOn = (take: Effect.Effect<Chunk.Chunk<A>>): Channel.Channel<Chunk.Chunk<A>> => {
-        const loop: Channel.Channel<Chunk.Chunk<A>> = Channel.flatMap(
-          Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.write(pending)),
-          () => loop
-        )
-        return loop
+        const next = (): Channel.Channel<Chunk.Chunk<A>> =>
+          Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.flatMap(Channel.write(pending), next))
+        return next()
       }
       return Stream.fromChannel(
         Channel.flatMap(Channel.fromEffect(registerOnce), (registered) => loopOn(registered.taker(present)))
