@@ -88,10 +88,10 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
       const registerOnce = register(name, initial, (registered) => {
         mailbox = registered
       })
-      // Each wake's step is made new (a `flatMap` node and its continuation, ~0.2 KB), not one loop
-      // built once and re-entered: read by `Stream.runForEach`, the loop built once made every value
-      // it wrote outlive young collections (promoted, ~3.5 KB per change, until a full collection),
-      // where fresh steps die young (`PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile`).
+      // Each wake's step is made new (~0.4 KB more per wake, `scratchpad/wakeCost.ts`), not one loop
+      // built once and re-entered: read by `Stream.runForEach`, that loop made every value it wrote
+      // outlive young collections (~3.4 KB promoted per change), where fresh steps die young
+      // (`PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile`).
       const loopOn = (take: Effect.Effect<Chunk.Chunk<A>>): Channel.Channel<Chunk.Chunk<A>> => {
         const next = (): Channel.Channel<Chunk.Chunk<A>> =>
           Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.flatMap(Channel.write(pending), next))
