@@ -1,24 +1,28 @@
 /**
- * An attempt to isolate what `2026-12-07-promotion.md` found in the watch: a stream's channel built
- * once, read by `Stream.runForEach`, made every value it wrote outlive young collections. Here there
- * is no network: 100 mailboxes, each read by one stream, are told a fresh ~3 KB object in turn, about
- * 1,000 a second from a fiber. Each value is also held in a persistent map until its name's next
- * value, as the cache holds it, and `AMBIENT` (default 60) sets how much other garbage comes with
- * it. The probe prints the bytes per value that no young collection took back: V8's sampling heap
- * profiler, with samples that young collections took dropped, counting the values' own objects only.
+ * Does a stream's channel, read by `Stream.runForEach`, keep the values it wrote past young
+ * collections? Written to test a guess that turned out wrong: in the watch, what young collections
+ * do not take back is V8's allocation-site pretenuring, whatever the channel's shape
+ * (`test/bench/results/2026-12-07-promotion.md`, sections 2 and 3).
+ *
+ * No network here. 100 mailboxes, each read by one stream, are told a fresh ~3 KB object in turn,
+ * about 1,000 a second from a fiber. Each value is also held in a persistent map until its name's
+ * next value, and `AMBIENT` (default 60) sets how much other garbage comes with it. The probe prints
+ * the bytes per value that no young collection took back, counting the values' own objects only.
  *
  *   node --import tsx scratchpad/channelRetention.ts [producer] [consumer]
  *
- * `producer`: `fresh` (each wake's step made new, as `subscriptions.ts` builds it) or `builtOnce` (one
- * loop built once and re-entered, as it was). `consumer`: `runForEach`, `runForEachChunk`, `toPull`
- * (a loop over `Stream.toPull`) or `sink` (`Stream.run` into a sink whose step is made new per chunk).
+ * `producer`: `fresh` (each wake's step made new, as `subscriptions.ts` builds it) or `builtOnce`
+ * (one loop built once and re-entered, as it was). `consumer`: `runForEach`, `runForEachChunk`,
+ * `toPull` (a loop over `Stream.toPull`) or `sink` (`Stream.run` into a sink whose step is made new
+ * per chunk).
  *
- * What it shows: the same direction as the watch, at a far smaller size. `builtOnce` kept 43–87 B
- * per value with `runForEach` and 277 B with `runForEachChunk`. It kept 0 B with `toPull`, and 0 B
- * with `sink`, whose consumer makes its step new too. `fresh` kept 0–3 B with every consumer. In the
- * watch it was ~3.4 KB, nearly every value. So the full effect needs something of the real watch
- * that this set-up lacks, and I have not isolated it. It takes a step built once on both sides of
- * the pipe: ours, and `Sink.forEach`'s own loop, which is also built once.
+ * What it shows:
+ * - `builtOnce`: 43–87 B per value with `runForEach`, 277 B with `runForEachChunk`, 0 B with `toPull`
+ *   and `sink`.
+ * - `fresh`: 0–46 B with every consumer.
+ *
+ * Too little to matter, next to the ~3 KB per event that pretenuring puts in the old generation in
+ * some runs of the watch.
  */
 import { Channel, Chunk, Effect, HashMap, Option, Sink, Stream } from "effect"
 import { Session } from "node:inspector/promises"

@@ -23,7 +23,8 @@
  * heap snapshot at event `AT` (default: half the events).
  *
  *   PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile
- *       # only what outlived the young collections (promoted, or still young at the end), by tenth
+ *       # only what no young collection took back (promoted, allocated old by V8's pretenuring, or
+ *       # still young at the end), by tenth
  *       # of the window and by innermost frames
  *   AT=1000 node --expose-gc --import tsx scratchpad/eventGarbage.ts survivors
  *       # at event AT: what two young collections kept that a full one then took (a dead old
@@ -399,7 +400,7 @@ const measuredWindow = async (
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 512,
       includeObjectsCollectedByMajorGC: true,
-      // `PROMOTED=1`: only what outlived the young collections (promoted, or still live at the end)
+      // `PROMOTED=1`: only what no young collection took back (promoted, allocated old, or still young)
       includeObjectsCollectedByMinorGC: process.env.PROMOTED !== "1"
     })
   }
@@ -497,7 +498,7 @@ interface AllocationSample {
 }
 
 /**
- * `PROMOTED=1`: what outlived the young collections, by tenth of the window (in allocation order),
+ * `PROMOTED=1`: what no young collection took back, by tenth of the window (in allocation order),
  * then the innermost frames of what the middle tenths kept. The last tenth also holds what was
  * still young at the end, never collected at all, so it reads high.
  */

@@ -88,10 +88,9 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
       const registerOnce = register(name, initial, (registered) => {
         mailbox = registered
       })
-      // Each wake's step is made new (~0.4 KB more per wake, `scratchpad/wakeCost.ts`), not one loop
-      // built once and re-entered: read by `Stream.runForEach`, that loop made every value it wrote
-      // outlive young collections (~3.4 KB promoted per change), where fresh steps die young
-      // (`PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile`).
+      // Each wake's step is made new, not one loop built once and re-entered: the bench's fanout row
+      // (100 subscribers on the hot names) runs faster so, for ~0.4 KB more per wake
+      // (`scratchpad/wakeCost.ts`, rows `changes` and `builtOnce`).
       const loopOn = (take: Effect.Effect<Chunk.Chunk<A>>): Channel.Channel<Chunk.Chunk<A>> => {
         const next = (): Channel.Channel<Chunk.Chunk<A>> =>
           Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.flatMap(Channel.write(pending), next))
