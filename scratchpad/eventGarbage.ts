@@ -24,8 +24,7 @@
  *
  *   PROMOTED=1 npx tsx scratchpad/eventGarbage.ts profile
  *       # only what no young collection took back (promoted, allocated old by V8's pretenuring, or
- *       # still young at the end), by tenth
- *       # of the window and by innermost frames
+ *       # still young at the end), by tenth of the window and by innermost frames
  *   AT=1000 node --expose-gc --import tsx scratchpad/eventGarbage.ts survivors
  *       # at event AT: what two young collections kept that a full one then took (a dead old
  *       # object's hold on young ones)
