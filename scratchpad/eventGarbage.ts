@@ -27,7 +27,7 @@
  *       # still young at the end), by tenth of the window and by innermost frames
  *   AT=1000 node --expose-gc --import tsx scratchpad/eventGarbage.ts survivors
  *       # at event AT: what two young collections kept that a full one then took (a dead old
- *       # object's hold on young ones)
+ *       # object's hold on young ones); `DEPTH` frames per stack, one sample per `INTERVAL` bytes
  *
  * `profile` runs V8's sampling heap profiler (one sample per 512 bytes on average, objects collected
  * since counted too) over the window from the gate's opening to the last event told. A sample goes
@@ -174,7 +174,7 @@ const measure = async (mode: "profile" | "gc" | "survivors") => {
   const url = await new Promise<string>((resolve) => createInterface({ input: child.stdout }).once("line", resolve))
   const subs = Math.min(100, Number(process.env.SUBS ?? 100))
   const waits = process.env.WAITS === "1"
-  // `READER=forEachChunk|toPull`: the `changes` subscribers read another way than `Stream.runForEach`.
+  // `READER=forEachChunk|toPull|viaPull`: the `changes` subscribers read another way than `runForEach`.
   const reader = process.env.READER ?? "forEach"
   const target = finalEvent(events, shape.hot, Salt.latency, shape.n)
   const names = Array.from({ length: shape.hot }, (_, i) => nameOf(i))
@@ -284,7 +284,7 @@ const measure = async (mode: "profile" | "gc" | "survivors") => {
 
 /**
  * `survivors`: what young collections keep only because a dead old object points at it (nepotism).
- * Mid-window, two young collections, then the sampler's live samples (objects collected are not
+ * At event `AT` (mid-window by default), two young collections, then the sampler's live samples (objects collected are not
  * kept); then a full collection, and the samples again. What the first set holds and the second
  * does not was garbage that the young collections could not take back. Returns the hook to call at
  * the midpoint; sampling starts now (the list's samples are in both sets, so they cancel).
