@@ -89,8 +89,8 @@ export const makeSubscriptions = (cache: CacheRef, hub: SandboxHub): Subscriptio
         mailbox = registered
       })
       // Each wake's step is made new, not one loop built once and re-entered: the bench's fanout row
-      // (100 subscribers on the hot names) runs faster so, for ~0.4 KB more per wake
-      // (`scratchpad/wakeCost.ts`, rows `changes` and `builtOnce`).
+      // (100 subscribers on the hot names) runs faster so on Node 20, and no slower on Node 22 beyond
+      // its spread, for ~0.4 KB more per wake (`scratchpad/wakeCost.ts`, rows `changes`, `builtOnce`).
       const loopOn = (take: Effect.Effect<Chunk.Chunk<A>>): Channel.Channel<Chunk.Chunk<A>> => {
         const next = (): Channel.Channel<Chunk.Chunk<A>> =>
           Channel.flatMap(Channel.fromEffect(take), (pending) => Channel.flatMap(Channel.write(pending), next))
