@@ -1,7 +1,7 @@
 /**
  * Does a stream's channel, read by `Stream.runForEach`, keep the values it wrote past young
- * collections? Written to test a guess that turned out wrong: in the watch, what young collections
- * do not take back is V8's allocation-site pretenuring, whatever the channel's shape
+ * collections? Written to test a guess that turned out wrong. In the watch, what young collections
+ * do not take back depends on how big V8's young generation is, whatever the channel's shape
  * (`test/bench/results/2026-12-07-promotion.md`, sections 2 and 3).
  *
  * No network here. 100 mailboxes, each read by one stream, are told a fresh ~3 KB object in turn,
@@ -21,8 +21,8 @@
  *   and `sink`.
  * - `fresh`: 0–46 B with every consumer.
  *
- * Too little to matter, next to the ~3 KB per event that pretenuring puts in the old generation in
- * some runs of the watch.
+ * Too little to matter, next to the ~4 KB per event that the watch promotes in the runs where the
+ * young generation is still small.
  */
 import { Channel, Chunk, Effect, HashMap, Option, Sink, Stream } from "effect"
 import { Session } from "node:inspector/promises"
