@@ -25,8 +25,8 @@
  * young generation is still small.
  */
 import { Channel, Chunk, Effect, HashMap, Option, Sink, Stream } from "effect"
-import { Session } from "node:inspector/promises"
 import { LatestMailbox } from "../src/internal/latestMailbox.ts"
+import { type ProfileNode, startHeapSampling } from "./heapSampling.ts"
 
 type Value = Option.Option<unknown>
 const valueOf = (_name: string, value: Value) => value
@@ -94,12 +94,6 @@ function makeAmbient(): number {
   return Array.from({ length: Number(process.env.AMBIENT ?? 60) }, () => ({ a: 1, b: "x", c: [1, 2, 3] })).length
 }
 
-interface ProfileNode {
-  readonly callFrame: { readonly functionName: string }
-  readonly selfSize: number
-  readonly children: ReadonlyArray<ProfileNode>
-}
-
 const main = async () => {
   const mailboxes = Array.from({ length: 100 }, () => new LatestMailbox<string, Value>("one"))
   let seen = 0
@@ -136,14 +130,7 @@ const main = async () => {
       })
     )
   await tellFor(1_000) // warm-up, not counted
-  const session = new Session()
-  session.connect()
-  await session.post("HeapProfiler.enable")
-  await session.post("HeapProfiler.startSampling", {
-    samplingInterval: 256,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: false
-  })
+  const sampling = await startHeapSampling(256, false)
   const before = told
   await tellFor(6_000)
   const values = told - before
@@ -152,14 +139,14 @@ const main = async () => {
     makeAmbient()
     await new Promise((resolve) => setImmediate(resolve))
   }
-  const { profile } = await session.post("HeapProfiler.stopSampling")
+  const head = await sampling.stop()
   let kept = 0
   const walk = (node: ProfileNode, inValue: boolean) => {
     const here = inValue || node.callFrame.functionName === "makeValue"
     if (here) kept += node.selfSize
     for (const child of node.children) walk(child, here)
   }
-  walk(profile.head as unknown as ProfileNode, false)
+  walk(head, false)
   console.log(
     `${producer.padEnd(10)} ${consumer.padEnd(16)} ${values} values (${seen} seen): ${
       (kept / values).toFixed(0).padStart(5)

@@ -54,6 +54,7 @@ import * as KubeConfig from "../src/KubeConfig.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import { type DataShape, finalEvent, nameOf, Salt, SentAnnotation } from "../test/bench/data.ts"
+import { frameLabel } from "./heapSampling.ts"
 
 const events = Number(process.env.EVENTS ?? 10_000)
 const shape: DataShape = {
@@ -309,12 +310,7 @@ const survivorsAtMidpoint = () => {
     const bytes = new Map<string, number>()
     const depth = Number(process.env.DEPTH ?? 4)
     const walk = (node: ProfileNode, stack: Array<string>) => {
-      const f = node.callFrame
-      stack.push(
-        `${f.functionName || "(anon)"} ${
-          f.url.replace(/^.*node_modules\//, "").replace(/^.*\/(src|scratchpad)\//, "$1/")
-        }:${f.lineNumber + 1}`
-      )
+      stack.push(frameLabel(node.callFrame))
       if (node.selfSize > 0) {
         const key = stack.slice(-depth).reverse().join("\n        < ")
         bytes.set(key, (bytes.get(key) ?? 0) + node.selfSize)

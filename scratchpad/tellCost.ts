@@ -13,7 +13,6 @@
  * difference per wake. A row is valid only if no collection ran in its window (it says so).
  */
 import { Chunk, Effect, Fiber, Option, Stream, SubscriptionRef } from "effect"
-import { Session } from "node:inspector/promises"
 import { PerformanceObserver } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import { makeCacheSteps, type SandboxHub } from "../src/internal/cacheSteps.ts"
@@ -22,7 +21,7 @@ import { SubscriberHub } from "../src/internal/subscriberHub.ts"
 import { makeSubscriptions } from "../src/internal/subscriptions.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
-import { printTopAllocators, type ProfileNode } from "./topAllocators.ts"
+import { printTopAllocators, startHeapSampling } from "./heapSampling.ts"
 
 const listed = 10_000
 const hot = 100
@@ -104,24 +103,11 @@ const run = async (subscribers: number) => {
   let collections = 0
   const observer = new PerformanceObserver((list) => (collections += list.getEntries().length))
   observer.observe({ entryTypes: ["gc"] })
-  const session = top > 0 && subscribers === hot ? new Session() : undefined
-  if (session !== undefined) {
-    session.connect()
-    await session.post("HeapProfiler.enable")
-    await session.post("HeapProfiler.startSampling", {
-      samplingInterval: 128,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true
-    })
-  }
+  const sampling = top > 0 && subscribers === hot ? await startHeapSampling(128) : undefined
   const before = v8.getHeapStatistics().used_heap_size
   for (let k = warmUp; k < warmUp + measured; k++) await step(k)
   const perEvent = (v8.getHeapStatistics().used_heap_size - before) / measured
-  if (session !== undefined) {
-    const { profile } = await session.post("HeapProfiler.stopSampling")
-    session.disconnect()
-    printTopAllocators(profile.head as unknown as ProfileNode, measured, top)
-  }
+  if (sampling !== undefined) printTopAllocators(await sampling.stop(), measured, top)
   await new Promise((resolve) => setTimeout(resolve, 10))
   observer.disconnect()
   await Effect.runPromise(Fiber.interrupt(applying))

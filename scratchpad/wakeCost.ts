@@ -24,10 +24,9 @@
  * figure then counts the profiler too).
  */
 import { Channel, Chunk, Effect, Option, Stream } from "effect"
-import { Session } from "node:inspector/promises"
 import * as v8 from "node:v8"
 import { LatestMailbox } from "../src/internal/latestMailbox.ts"
-import { printTopAllocators, type ProfileNode } from "./topAllocators.ts"
+import { printTopAllocators, startHeapSampling } from "./heapSampling.ts"
 
 const wakes = 20_000
 const collectGarbage = (globalThis as { gc?: () => void }).gc
@@ -118,16 +117,7 @@ const measure = async (name: string, reader: Reader) => {
     })
   for (let i = 0; i < 3_000; i++) await wake(i)
   collectGarbage()
-  const session = top > 0 ? new Session() : undefined
-  if (session !== undefined) {
-    session.connect()
-    await session.post("HeapProfiler.enable")
-    await session.post("HeapProfiler.startSampling", {
-      samplingInterval: 512,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true
-    })
-  }
+  const sampling = top > 0 ? await startHeapSampling(512) : undefined
   const before = v8.getHeapStatistics().used_heap_size
   const cpu0 = process.cpuUsage()
   for (let i = 0; i < wakes; i++) await wake(i)
@@ -138,11 +128,7 @@ const measure = async (name: string, reader: Reader) => {
       ((cpu.user + cpu.system) * 1000 / wakes).toFixed(0).padStart(7)
     } ns CPU/wake`
   )
-  if (session !== undefined) {
-    const { profile } = await session.post("HeapProfiler.stopSampling")
-    session.disconnect()
-    printTopAllocators(profile.head as unknown as ProfileNode, wakes, top)
-  }
+  if (sampling !== undefined) printTopAllocators(await sampling.stop(), wakes, top)
 }
 
 const main = async () => {
