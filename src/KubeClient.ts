@@ -10,6 +10,7 @@ import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici
 import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, Stream } from "effect"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import type { WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
+import { DefaultMaxListItems } from "./internal/listDraft.ts"
 import { type Listing, makeListing } from "./internal/listPaging.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import { spanAttributes } from "./internal/requestParts.ts"
@@ -25,7 +26,18 @@ import type { WatchEvent } from "./WatchEvent.ts"
 
 export type { FullList, ListOptions, ListPage, WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
 
+/** The budgets a client keeps that its callers assembling a list of their own apply too. */
+export interface KubeClientLimits {
+  /** The most objects one list holds (`KubeClientOptions.maxListItems`). */
+  readonly maxListItems: number
+}
+
 export interface KubeClientService {
+  /**
+   * The client's list budget, for a caller that gathers a list itself (a streaming list's initial
+   * events); none: `DefaultMaxListItems`.
+   */
+  readonly limits?: KubeClientLimits
   readonly list: Listing["list"]
   /**
    * Follows `continue` page by page, each next page asked for while the one before is parsed (one
@@ -113,9 +125,16 @@ export interface KubeClientOptions {
   readonly maxListPageBytes?: number
   /** How much of an error's body is read for its message; the rest is not read. Default 64 KiB. */
   readonly maxErrorBodyBytes?: number
-  /** The most pages one `listAll` reads (a `continue` that never ends stops there). Default 10,000. */
+  /**
+   * The most pages one `listAll` reads, counting a start-over after an expired continue token (a
+   * `continue` that never ends stops there). Default 10,000.
+   */
   readonly maxListPages?: number
-  /** The most items one `listAll` gathers. Default 5,000,000. */
+  /**
+   * The most objects one list holds, paged (`listAll`) or streamed (`SandboxWatch`'s streaming list
+   * reads it from `limits`): past it the list is abandoned with `KubeBodyTooLargeError`. A name sent
+   * twice is held once. Default `DefaultMaxListItems` (100,000).
+   */
   readonly maxListItems?: number
 }
 
@@ -129,11 +148,10 @@ export const DefaultMaxListPageBytes = 128 * 1024 * 1024
 /** 64 KiB: an apiserver's Status is a few hundred bytes; a proxy's error page a few KB. */
 export const DefaultMaxErrorBodyBytes = 64 * 1024
 
-/** 10,000 pages of 500: five million objects, far past any namespace; an endless `continue` stops. */
+/** 10,000 pages: an endless `continue` stops there, whatever each page holds. */
 export const DefaultMaxListPages = 10_000
 
-/** 5,000,000 items: the same bound for a server that pages in pages of any size. */
-export const DefaultMaxListItems = 5_000_000
+export { DefaultMaxListItems } from "./internal/listDraft.ts"
 
 /**
  * 30 s for the headers: an apiserver answers a list's first page or a watch's headers in
@@ -208,6 +226,7 @@ const makeService = (
   ) => objectPath(resource, namespace, name) + (options?.subresource === "status" ? "/status" : "")
 
   return {
+    limits: { maxListItems: limits.maxListItems },
     list,
     listAll,
     watch,

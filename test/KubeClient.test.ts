@@ -355,7 +355,50 @@ describe("KubeClient.listAll", () => {
         { resourceVersion: "0" }
       ])
       expect(all.items).toEqual([decoded("a", "150"), decoded("b", "160")])
-      expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["200", 1, 1])
+      // Two pages read in all: the abandoned one counts (against maxListPages too).
+      expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["200", 2, 1])
+    }))
+
+  it.scoped("starts over once: a second expired continue token fails the list (into the back-off), no loop", () =>
+    Effect.gen(function*() {
+      const expired = {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: "The provided continue parameter is too old to display a consistent list result.",
+        reason: "Expired",
+        code: 410
+      }
+      // A server whose every continue token has expired, even in the answer to a list without a limit.
+      const fx = yield* fixture((req, res) =>
+        new URL(req.url ?? "/", "http://x").searchParams.has("continue")
+          ? sendJson(res, 410, expired)
+          : sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error).toMatchObject({ _tag: "KubeStatusError", code: 410 })
+      expect(fx.seen.map((s) => s.query)).toEqual([
+        { limit: "1" },
+        { limit: "1", continue: "c1" },
+        {},
+        { continue: "c1" }
+      ])
+    }))
+
+  it.scoped("a continue token that never ends on pages that repeat their names holds each name once, until maxListPages", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res, _seen, index) =>
+        sendJson(res, 200, {
+          metadata: { resourceVersion: "100", continue: `c${index + 1}` },
+          items: [sandbox("a", "1"), sandbox("b", "2")]
+        })
+      )
+      // 2 names in 10 pages: within an item budget of 3, because a repeated name is held once.
+      const client = yield* clientFor(fx.url, { maxListItems: 3, maxListPages: 10 })
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 2 }))
+      expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 10, unit: "pages" })
     }))
 
   it.scoped("asks for the next page before parsing this one: a page that then fails to parse hangs that request up", () =>

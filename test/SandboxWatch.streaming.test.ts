@@ -5,7 +5,7 @@
  * falls back to pages when the server shows it cannot stream. Time is the TestClock's.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Option, Ref, Scope, Stream, TestClock } from "effect"
+import { Duration, Effect, Exit, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
@@ -16,6 +16,7 @@ import {
   errorEvent,
   fullList,
   makeScriptedKubeClient,
+  makeScriptedKubeClientWith,
   modified,
   sandbox,
   statusError,
@@ -235,5 +236,109 @@ describe("SandboxWatch streaming lists", () => {
       const again = yield* kube.nextWatch
       expect(again.options.sendInitialEvents).toBe(true)
       expect((yield* kube.calls).filter((c) => c.verb === "list")).toEqual([])
+    }))
+})
+
+const undecodable = (
+  eventType: "ADDED" | "MODIFIED" | "DELETED",
+  name: string,
+  resourceVersion: string
+): WatchEvent<Sandbox> => ({
+  type: "UNDECODABLE",
+  eventType,
+  name,
+  resourceVersion,
+  problem: "status: Expected object"
+})
+
+describe("SandboxWatch streaming lists: what comes before the end bookmark", () => {
+  // kube-apiserver 1.27–1.29 could queue changes ahead of the end bookmark, and proxies reorder: the
+  // initial set is not only ADDEDs. A DELETED names its name even when its object does not decode.
+  it.scoped("16. a DELETED whose object does not decode, before the end bookmark, removes the name from the draft", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), undecodable("DELETED", "a", "9"), endBookmark("10"))
+      yield* watch.synced
+      yield* settle
+      expect(Option.isNone(yield* watch.get("a"))).toBe(true)
+      expect((yield* watch.health).unknown).toBe(0)
+      // The reconcile tells the waited-on name gone, never a@7.
+      expect(yield* a).toEqual(["gone"])
+    }))
+
+  it.scoped("16. on a streaming re-list, a readable DELETED clears an earlier undecodable entry: the cached name is told gone", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "5")), endBookmark("6"))
+      yield* watch.synced
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      expect(yield* nextPause()).toBe(500)
+      yield* TestClock.adjust(Duration.millis(500))
+      const relist = yield* kube.nextWatch
+      yield* relist.emit(
+        undecodable("ADDED", "a", "7"),
+        { type: "DELETED", object: sandbox("a", "9"), name: "a", resourceVersion: "9" },
+        endBookmark("10")
+      )
+      yield* settle
+      expect(Option.isNone(yield* watch.get("a"))).toBe(true)
+      expect(yield* a).toEqual(["a@5:Pending", "gone"])
+    }))
+
+  it.scoped("16. the same name sent again before the end bookmark replaces its draft entry (the last state wins)", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), modified(sandbox("a", "8", "Ready")), added(sandbox("b", "8")))
+      yield* w.emit(endBookmark("9"))
+      yield* watch.synced
+      expect(told(yield* watch.get("a"))).toBe("a@8:Ready")
+      expect((yield* watch.snapshot).size).toBe(2)
+    }))
+})
+
+describe("SandboxWatch streaming lists: bounded by what the draft holds", () => {
+  const startWithBudget = (maxListItems: number) =>
+    Effect.gen(function*() {
+      const kube = yield* makeScriptedKubeClientWith({ maxListItems })
+      const scope = yield* Scope.make()
+      const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "stream" }).pipe(
+        Effect.provide(kube.layer),
+        Scope.extend(scope)
+      )
+      yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+      return { kube, watch }
+    })
+
+  it.scoped("2. a server that sends the same Sandbox again and again holds one entry: within a budget of 2, it still lands", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(2)
+      const w = yield* kube.nextWatch
+      for (let i = 0; i < 20; i++) yield* w.emit(modified(sandbox("a", String(10 + i))))
+      yield* w.emit(added(sandbox("b", "40")), endBookmark("41"))
+      yield* watch.synced
+      expect(told(yield* watch.get("a"))).toBe("a@29:Pending")
+      expect((yield* watch.snapshot).size).toBe(2)
+    }))
+
+  it.scoped("2. past the budget the streaming list is abandoned as a paged list is: too-large, the back-off, nothing told", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(2)
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), added(sandbox("c", "9")))
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* w.aborted).toBe(true)
+      const restarts = yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large"))
+      expect(restarts.count).toBe(1)
+      expect(yield* a).toEqual([])
+      expect((yield* watch.health).synced).toBe(false)
+      yield* TestClock.adjust(Duration.millis(500))
+      const again = yield* kube.nextWatch
+      expect(again.options.sendInitialEvents).toBe(true)
     }))
 })

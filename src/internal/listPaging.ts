@@ -5,10 +5,10 @@ import { isExpired, KubeBodyTooLargeError } from "../KubeError.ts"
 import type { KubeResource } from "../KubeResource.ts"
 import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
-import type { UndecodableEvent } from "../WatchEvent.ts"
 import { bodyLabels, type Decode, decodeBody, textStart, toListPage } from "./bodyDecoding.ts"
 import { peekContinue } from "./continuePeek.ts"
 import type { FullList, ListOptions, ListPage } from "./kubeClientTypes.ts"
+import { ListDraft } from "./listDraft.ts"
 import { cutsFor } from "./managedFields.ts"
 import { ownedDecoderFor } from "./plainDecoder.ts"
 import { listQuery, spanAttributes } from "./requestParts.ts"
@@ -90,13 +90,19 @@ export const makeListing = (
     // then runs while the server answers rather than before the request.
     let decode: Decode<A> | undefined
     const cuts = cutsFor(schema)
+    /**
+     * One try at the whole list. `restarts`: how many times an expired continue token made it start
+     * over; `pagesBefore`: the pages those tries read, which count against `maxListPages` too.
+     */
     const attempt = (
       first: Omit<ListOptions, "continue">,
-      restarts: number
+      restarts: number,
+      pagesBefore: number
     ): Effect.Effect<FullList<A>, KubeClientError> =>
       Effect.scoped(Effect.gen(function*() {
-        const items: Array<A> = []
-        const bad: Array<UndecodableEvent> = []
+        // By name: a page that repeats names (a continue token that never ends on the same page)
+        // replaces entries rather than adding them, and the budget counts what is held.
+        const draft = new ListDraft<A>(maxListItems)
         let resourceVersion: string | undefined = undefined
         let pages = 0
         let token: string | undefined = undefined
@@ -139,10 +145,12 @@ export const makeListing = (
           ahead = undefined
           if (fetched._tag === "Left") {
             // The continue token outlived the server's compaction window. As client-go's pager
-            // does, list again in one piece (no limit, so no token that could expire again).
-            if (token !== undefined && isExpired(fetched.left)) {
+            // does, list again once, in one piece (no limit, so no token that could expire again).
+            // A second expiry, or a token in that answer that expires too, is the server's
+            // problem: the list fails into the back-off rather than starting over in a hot loop.
+            if (token !== undefined && isExpired(fetched.left) && restarts === 0) {
               const { limit: _limit, ...whole } = first
-              return yield* attempt(whole, restarts + 1)
+              return yield* attempt(whole, restarts + 1, pagesBefore + pages)
             }
             return yield* Effect.fail(fetched.left)
           }
@@ -157,33 +165,31 @@ export const makeListing = (
           }
           const page: ListPage<A> = yield* pageOf(fetched.right, decode, cuts)
           pages += 1
-          const past = pages > maxListPages
-            ? { limit: maxListPages, unit: "pages" as const, option: "maxListPages" }
-            : items.length + bad.length + page.items.length + page.undecodable.length > maxListItems
-            ? { limit: maxListItems, unit: "items" as const, option: "maxListItems" }
-            : undefined
-          if (past !== undefined) {
-            yield* dropAhead
-            return yield* new KubeBodyTooLargeError({
+          for (const item of page.items) draft.put(item)
+          for (const item of page.undecodable) draft.putUndecodable(item)
+          const past = pagesBefore + pages > maxListPages
+            ? new KubeBodyTooLargeError({
               method: "GET",
               path: fetched.right.path,
-              limit: past.limit,
-              unit: past.unit,
-              message: `the list of ${fetched.right.path} went past ${past.limit} ${past.unit} without an end ` +
-                `(a continue token that never ends, or more objects than expected); it was abandoned ` +
-                `(a namespace that really holds that many needs KubeClientOptions.${past.option} raised)`
+              limit: maxListPages,
+              unit: "pages",
+              message: `the list of ${fetched.right.path} went past ${maxListPages} pages without an end (a ` +
+                `continue token that never ends); it was abandoned and is retried after the back-off (a namespace ` +
+                `that really needs that many pages needs KubeClientOptions.maxListPages raised)`
             })
+            : draft.overBudget("GET", fetched.right.path, "list")
+          if (past !== undefined) {
+            yield* dropAhead
+            return yield* Effect.fail(past)
           }
           resourceVersion ??= page.resourceVersion
-          for (const item of page.items) items.push(item)
-          for (const item of page.undecodable) bad.push(item)
           token = Option.getOrUndefined(page.continue)
           // The page as parsed is the truth: a peek that read it otherwise costs its request only.
           if (token !== next) yield* dropAhead
-          if (token === undefined) return { items, undecodable: bad, resourceVersion, pages, restarts }
+          if (token === undefined) return draft.toList(resourceVersion, pagesBefore + pages, restarts)
         }
       }))
-    return Effect.withSpan(attempt(options, 0), "KubeClient.listAll", {
+    return Effect.withSpan(attempt(options, 0, 0), "KubeClient.listAll", {
       attributes: spanAttributes(resource, options.namespace, options.resourceVersion, options.labelSelector)
     })
   }

@@ -25,11 +25,13 @@ import {
   type Scope,
   Stream
 } from "effect"
+import { collectionPath } from "../KubeResource.ts"
 import { Sandbox, SandboxResource } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
 import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
+import { DefaultMaxListItems, ListDraft } from "./listDraft.ts"
 import type { Listing } from "./listPaging.ts"
 import { delayOf, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
 import * as WatchMachine from "./watchMachine.ts"
@@ -54,6 +56,8 @@ export interface WatchSettings extends WatchMachine.MachineSettings {
 
 /** The client calls a round makes. */
 export interface WatchClient {
+  /** The list budget a streaming list's draft keeps (`KubeClientService.limits`). */
+  readonly limits?: { readonly maxListItems: number } | undefined
   readonly listAll: Listing["listAll"]
   readonly openWatch: OpenWatch
 }
@@ -243,9 +247,9 @@ const watchFrom = (
     let heard = false
     let current = resourceVersion
     // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
-    let draft: { items: Array<Sandbox>; undecodable: Array<UndecodableEvent> } | undefined = streaming === undefined
+    let draft: ListDraft<Sandbox> | undefined = streaming === undefined
       ? undefined
-      : { items: [], undecodable: [] }
+      : new ListDraft(loop.client.limits?.maxListItems ?? DefaultMaxListItems)
     // Taken once per watch rather than for every chunk (nested, not `Effect.zip`, which runs as a
     // `forEach`: more runtime instructions per resume, `scratchpad/effectOps.ts`).
     return Effect.clockWith((clock) =>
@@ -293,18 +297,22 @@ const watchFrom = (
         ): Effect.Effect<void, RoundOver | RoundFailure> => {
           const filling = draft!
           let index = 0
+          let deletedUnreadable: Array<UndecodableEvent> | undefined
           for (const event of chunk) {
             index++
             switch (event.type) {
               case "ADDED":
               case "MODIFIED":
-                filling.items.push(event.object)
+                filling.put(event.object)
                 break
               case "DELETED":
-                filling.items = filling.items.filter((item) => item.metadata.name !== event.name)
+                // A change queued ahead of the end bookmark: the name is not in the list.
+                filling.remove(event.name)
                 break
               case "UNDECODABLE":
-                filling.undecodable.push(event)
+                filling.putUndecodable(event)
+                // A deletion is applied, not held: reported now, as after the bookmark.
+                if (event.eventType === "DELETED") (deletedUnreadable ??= []).push(event)
                 break
               case "ERROR":
                 return Effect.fail(
@@ -327,24 +335,33 @@ const watchFrom = (
                 draft = undefined
                 current = event.resourceVersion
                 const rest = Chunk.drop(chunk, index)
-                const landed = landList(
-                  loop,
-                  {
-                    items: filling.items,
-                    undecodable: filling.undecodable,
-                    resourceVersion: event.resourceVersion,
-                    pages: 1,
-                    restarts: 0
-                  },
-                  streaming!,
-                  "streamed"
+                const landed = Effect.zipRight(
+                  reportEach(deletedUnreadable),
+                  landList(loop, filling.toList(event.resourceVersion, 1, 0), streaming!, "streamed")
                 )
                 return Chunk.isEmpty(rest) ? landed : Effect.zipRight(landed, applyChunk(rest))
               }
             }
           }
-          return Effect.void
+          // Past the budget: the same error, restart reason and back-off as a paged list's (rule 7).
+          const past = filling.overBudget(
+            "GET",
+            collectionPath(SandboxResource, loop.settings.namespace),
+            "streaming list"
+          )
+          if (past !== undefined) {
+            return Effect.fail(
+              new RoundOver({
+                end: WatchMachine.RoundEnd.WatchFailed({ error: past, resourceVersion: current, heard })
+              })
+            )
+          }
+          return reportEach(deletedUnreadable)
         }
+        const reportEach = (events: ReadonlyArray<UndecodableEvent> | undefined): Effect.Effect<void> =>
+          events === undefined
+            ? Effect.void
+            : Effect.forEach(events, reportUndecodable(annotations, "watch"), { discard: true })
         const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
           SandboxResource,
           Sandbox,

@@ -39,79 +39,86 @@ export interface ScriptedKubeClient {
   readonly openWatches: Effect.Effect<number>
 }
 
-export const makeScriptedKubeClient: Effect.Effect<ScriptedKubeClient> = Effect.gen(function*() {
-  const lists = yield* Queue.unbounded<Either.Either<FullList<Sandbox>, KubeClientError>>()
-  const watches = yield* Queue.unbounded<WatchHandle>()
-  const calls = yield* Ref.make<ReadonlyArray<Call>>([])
-  const open = yield* Ref.make(0)
-  const record = (call: Call) => Ref.update(calls, (all) => [...all, call])
+/** `makeScriptedKubeClient` whose service reports these list budgets (`KubeClientService.limits`). */
+export const makeScriptedKubeClientWith = (
+  limits: KubeClientService["limits"]
+): Effect.Effect<ScriptedKubeClient> =>
+  Effect.gen(function*() {
+    const lists = yield* Queue.unbounded<Either.Either<FullList<Sandbox>, KubeClientError>>()
+    const watches = yield* Queue.unbounded<WatchHandle>()
+    const calls = yield* Ref.make<ReadonlyArray<Call>>([])
+    const open = yield* Ref.make(0)
+    const record = (call: Call) => Ref.update(calls, (all) => [...all, call])
 
-  const unsupported = (what: string) => Effect.dieMessage(`ScriptedKubeClient: ${what} is not scripted`)
+    const unsupported = (what: string) => Effect.dieMessage(`ScriptedKubeClient: ${what} is not scripted`)
 
-  const watch: KubeClientService["watch"] = (_resource, _schema, options = {}) =>
-    Stream.unwrapScoped(
-      Effect.gen(function*() {
-        yield* record({ verb: "watch", options })
-        const takes = yield* Queue.unbounded<Take.Take<WatchEvent<Sandbox>, KubeClientError>>()
-        const aborted = yield* Ref.make(false)
-        const ended = yield* Ref.make(false)
-        yield* Ref.update(open, (n) => n + 1)
-        yield* Effect.addFinalizer(() =>
-          Effect.gen(function*() {
-            yield* Ref.update(open, (n) => n - 1)
-            if (!(yield* Ref.get(ended))) yield* Ref.set(aborted, true)
-          })
-        )
-        yield* Queue.offer(watches, {
-          options,
-          emit: (...events) => Queue.offer(takes, Take.chunk(Chunk.fromIterable(events))),
-          fail: (error) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.fail(error)))),
-          end: Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.end))),
-          aborted: Ref.get(aborted),
-          die: (message) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.dieMessage(message))))
-        })
-        const events = Stream.fromQueue(takes).pipe(Stream.flattenTake)
-        // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock).
-        const limited = options.idleTimeout === undefined ? events : events.pipe(
-          Stream.timeoutFail(
-            () =>
-              new KubeError.KubeWatchIdleError({
-                path: "/scripted",
-                idleMillis: Duration.toMillis(options.idleTimeout!),
-                message: "the scripted watch sent nothing for its idleTimeout"
-              }),
-            options.idleTimeout
+    const watch: KubeClientService["watch"] = (_resource, _schema, options = {}) =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          yield* record({ verb: "watch", options })
+          const takes = yield* Queue.unbounded<Take.Take<WatchEvent<Sandbox>, KubeClientError>>()
+          const aborted = yield* Ref.make(false)
+          const ended = yield* Ref.make(false)
+          yield* Ref.update(open, (n) => n + 1)
+          yield* Effect.addFinalizer(() =>
+            Effect.gen(function*() {
+              yield* Ref.update(open, (n) => n - 1)
+              if (!(yield* Ref.get(ended))) yield* Ref.set(aborted, true)
+            })
           )
-        )
-        return limited as Stream.Stream<WatchEvent<any>, KubeClientError>
-      })
-    )
+          yield* Queue.offer(watches, {
+            options,
+            emit: (...events) => Queue.offer(takes, Take.chunk(Chunk.fromIterable(events))),
+            fail: (error) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.fail(error)))),
+            end: Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.end))),
+            aborted: Ref.get(aborted),
+            die: (message) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.dieMessage(message))))
+          })
+          const events = Stream.fromQueue(takes).pipe(Stream.flattenTake)
+          // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock).
+          const limited = options.idleTimeout === undefined ? events : events.pipe(
+            Stream.timeoutFail(
+              () =>
+                new KubeError.KubeWatchIdleError({
+                  path: "/scripted",
+                  idleMillis: Duration.toMillis(options.idleTimeout!),
+                  message: "the scripted watch sent nothing for its idleTimeout"
+                }),
+              options.idleTimeout
+            )
+          )
+          return limited as Stream.Stream<WatchEvent<any>, KubeClientError>
+        })
+      )
 
-  const service: KubeClientService = {
-    list: () => unsupported("list"),
-    listAll: (_resource, _schema, options = {}) =>
-      record({ verb: "list", options }).pipe(
-        Effect.zipRight(Queue.take(lists)),
-        Effect.flatMap((result) => result as Either.Either<FullList<any>, KubeClientError>)
-      ),
-    watch,
-    // The same watch as a pull (the handle is offered on the first pull, which the watch makes at once).
-    openWatch: (resource, schema, options) => Stream.toPull(watch(resource, schema, options)),
-    get: () => unsupported("get"),
-    create: () => unsupported("create"),
-    replace: () => unsupported("replace"),
-    mergePatch: () => unsupported("mergePatch"),
-    delete: () => unsupported("delete")
-  }
+    const service: KubeClientService = {
+      limits,
+      list: () => unsupported("list"),
+      listAll: (_resource, _schema, options = {}) =>
+        record({ verb: "list", options }).pipe(
+          Effect.zipRight(Queue.take(lists)),
+          Effect.flatMap((result) => result as Either.Either<FullList<any>, KubeClientError>)
+        ),
+      watch,
+      // The same watch as a pull (the handle is offered on the first pull, which the watch makes at once).
+      openWatch: (resource, schema, options) => Stream.toPull(watch(resource, schema, options)),
+      get: () => unsupported("get"),
+      create: () => unsupported("create"),
+      replace: () => unsupported("replace"),
+      mergePatch: () => unsupported("mergePatch"),
+      delete: () => unsupported("delete")
+    }
 
-  return {
-    layer: Layer.succeed(KubeClient, service),
-    respondList: (result) => Queue.offer(lists, result),
-    nextWatch: Queue.take(watches),
-    calls: Ref.get(calls),
-    openWatches: Ref.get(open)
-  }
-})
+    return {
+      layer: Layer.succeed(KubeClient, service),
+      respondList: (result) => Queue.offer(lists, result),
+      nextWatch: Queue.take(watches),
+      calls: Ref.get(calls),
+      openWatches: Ref.get(open)
+    }
+  })
+
+export const makeScriptedKubeClient: Effect.Effect<ScriptedKubeClient> = makeScriptedKubeClientWith(undefined)
 
 // -- building what the cluster says ------------------------------------------------------------
 

@@ -1,0 +1,90 @@
+/**
+ * A list as it is gathered, page by page (`listAll`) or event by event (a streaming list's initial
+ * events): the latest state of each name, bounded by how many objects it holds.
+ *
+ * - A name sent again replaces its entry: a server that repeats itself, or a continue token that
+ *   never ends on the same page, grows nothing.
+ * - A `DELETED` removes its name whatever its object: the event names the name even when the object
+ *   does not fit the schema, and before a streaming list's end bookmark a real server may send one
+ *   (kube-apiserver 1.27–1.29 could queue changes ahead of it; proxies reorder).
+ * - A name whose newest state does not decode keeps its last decoded state (rule 13) and is also
+ *   carried as undecodable; a name heard only undecodable is carried only so (unknown, not gone).
+ * - Past `maxItems` held, the list is abandoned with the same typed error whether paged or streamed.
+ *
+ * @internal
+ */
+import { KubeBodyTooLargeError } from "../KubeError.ts"
+import type { HasMetadata } from "../ObjectMeta.ts"
+import type { UndecodableEvent } from "../WatchEvent.ts"
+import type { FullList } from "./kubeClientTypes.ts"
+
+/**
+ * 100,000 objects held by one list: at the ~3.5 KB a cached Sandbox takes, ~350 MB, which keeps a
+ * hostile server (a list or a streaming list that never ends, with new names) inside the README's
+ * memory bound; a real namespace is far smaller. One that truly holds more raises it
+ * (`--max-list-items`).
+ */
+export const DefaultMaxListItems = 100_000
+
+export class ListDraft<A extends HasMetadata> {
+  private readonly items = new Map<string, A>()
+  private readonly undecodableByName = new Map<string, UndecodableEvent>()
+  /** Undecodable objects without a usable name: reported, and counted against the budget. */
+  private readonly nameless: Array<UndecodableEvent> = []
+
+  constructor(readonly maxItems: number) {}
+
+  /** Objects held: what the budget counts. */
+  get held(): number {
+    return this.items.size + this.undecodableByName.size + this.nameless.length
+  }
+
+  /** The name's state is `item`. */
+  put(item: A): void {
+    const name = item.metadata.name
+    this.items.set(name, item)
+    if (this.undecodableByName.size > 0) this.undecodableByName.delete(name)
+  }
+
+  /** An object that does not fit the schema; a `DELETED` one removes its name. */
+  putUndecodable(event: UndecodableEvent): void {
+    const name = event.name
+    if (name === undefined) {
+      this.nameless.push(event)
+    } else if (event.eventType === "DELETED") {
+      this.remove(name)
+    } else {
+      this.undecodableByName.set(name, event)
+    }
+  }
+
+  /** The cluster says the name went. */
+  remove(name: string): void {
+    this.items.delete(name)
+    this.undecodableByName.delete(name)
+  }
+
+  /**
+   * The error to fail with once the draft holds more than `maxItems`; none while within it. `what`
+   * names the list in the message (its path).
+   */
+  overBudget(method: string, path: string, what: "list" | "streaming list"): KubeBodyTooLargeError | undefined {
+    if (this.held <= this.maxItems) return undefined
+    return new KubeBodyTooLargeError({
+      method,
+      path,
+      limit: this.maxItems,
+      unit: "items",
+      message: `the ${what} of ${path} went past ${this.maxItems} objects without an end (a server that never ` +
+        `finishes it, or more objects than expected); it was abandoned and is retried after the back-off (a ` +
+        `namespace that really holds that many needs KubeClientOptions.maxListItems raised: --max-list-items)`
+    })
+  }
+
+  toList(resourceVersion: string, pages: number, restarts: number): FullList<A> {
+    const undecodable = this.nameless.length === 0
+      ? Array.from(this.undecodableByName.values())
+      : [...this.undecodableByName.values(), ...this.nameless]
+    return { items: Array.from(this.items.values()), undecodable, resourceVersion, pages, restarts }
+  }
+}
