@@ -37,7 +37,7 @@ export interface KubeClientService {
    * The client's list budget, for a caller that gathers a list itself (a streaming list's initial
    * events); none: `DefaultMaxListItems`.
    */
-  readonly limits?: KubeClientLimits
+  readonly limits?: KubeClientLimits | undefined
   readonly list: Listing["list"]
   /**
    * Follows `continue` page by page, each next page asked for while the one before is parsed (one
