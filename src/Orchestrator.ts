@@ -12,7 +12,7 @@ import { isOlder } from "./internal/resourceVersion.ts"
 import type { RepoStatus, Sandbox } from "./Sandbox.ts"
 import * as Evidence from "./SandboxEvidence.ts"
 import { SandboxWatch } from "./SandboxWatch.ts"
-import type { SandboxWatchService } from "./SandboxWatch.ts"
+import type { SandboxLookup, SandboxWatchService } from "./SandboxWatch.ts"
 
 /** The operator says the Sandbox is `Lost`: its pod is gone or terminal, and it never comes back. */
 export class SandboxLost extends Data.TaggedError("SandboxLost")<{
@@ -209,8 +209,8 @@ const waitOn = <A, E, E2>(
     })
     const result = yield* Effect.timeoutOption(answer, timeout)
     if (Option.isSome(result)) return result.value
-    const health = yield* watch.health
-    return yield* onTimeout({ synced: health.synced || Option.isSome(last), last, seen })
+    const now = yield* watch.lookup(name)
+    return yield* onTimeout({ synced: now.synced || Option.isSome(last), last, seen })
   })
 
 /**
@@ -219,6 +219,14 @@ const waitOn = <A, E, E2>(
  */
 const heardPast = (heard: Option.Option<string>, createdAt: string): boolean =>
   Option.isSome(heard) && (heard.value === createdAt || isOlder(createdAt, heard.value))
+
+/**
+ * A Sandbox never seen is gone when one reading of the cache has it absent (not unknown) at or past
+ * its create. Both facts from the same reading: "absent" told earlier and a resourceVersion read
+ * later could straddle the create's own `ADDED`.
+ */
+const goneSinceCreate = (lookup: SandboxLookup, createdAt: string): boolean =>
+  Option.isNone(lookup.sandbox) && !lookup.unknown && heardPast(lookup.resourceVersion, createdAt)
 
 /** Build the service over a watch. */
 export const make = (watch: SandboxWatchService): OrchestratorService => {
@@ -241,9 +249,10 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
               ? Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: seenBefore }))
               : options.createdAt === undefined
               ? Effect.succeed(Option.none())
-              : Effect.flatMap(watch.health, (health) =>
-                heardPast(health.resourceVersion, options.createdAt!)
+              : Effect.flatMap(watch.lookup(name), (now) =>
+                goneSinceCreate(now, options.createdAt!)
                   ? Effect.fail(new SandboxGone({ sandboxName: name, lastSeen: Option.none() }))
+                  // Present in the cache now: its change is on its way to this wait.
                   : Effect.succeed(Option.none())),
           onSome: (sandbox) =>
             Evidence.isReady(sandbox)

@@ -73,6 +73,21 @@ export interface SandboxWatchHealth {
   readonly subscribers: number
 }
 
+/**
+ * One name as the cache holds it, and how far the watch had heard when it did: one reading, so the
+ * facts agree (no change can land between them).
+ */
+export interface SandboxLookup {
+  /** A list has landed. */
+  readonly synced: boolean
+  /** The Sandbox cached under the name; none when the cluster's last word was "not there" (or unknown). */
+  readonly sandbox: Option.Option<Sandbox>
+  /** The name's only state heard did not decode: neither present nor gone (unknown is never loss). */
+  readonly unknown: boolean
+  /** The resourceVersion the cache stood at; none before the first list. */
+  readonly resourceVersion: Option.Option<string>
+}
+
 export interface SandboxWatchService {
   /** Completes once the first list has landed. */
   readonly synced: Effect.Effect<void>
@@ -103,6 +118,11 @@ export interface SandboxWatchService {
     name: string,
     step: (value: Option.Option<Sandbox>) => Effect.Effect<Option.Option<A>, E, R>
   ) => Effect.Effect<A, E, R>
+  /**
+   * The name as cached and the resourceVersion the cache stood at, read together. A wait that decides
+   * from more than the value it was told (is the watch past the create?) decides from this.
+   */
+  readonly lookup: (name: string) => Effect.Effect<SandboxLookup>
   /** Every cached Sandbox, by name. */
   readonly snapshot: Effect.Effect<ReadonlyMap<string, Sandbox>>
   readonly health: Effect.Effect<SandboxWatchHealth>
@@ -257,6 +277,13 @@ export const make = (
     return {
       synced: Deferred.await(firstList),
       get: (name) => Effect.map(SubscriptionRef.get(cache), (current) => current.objects.getOption(name)),
+      lookup: (name) =>
+        Effect.map(SubscriptionRef.get(cache), (current): SandboxLookup => ({
+          synced: current.synced,
+          sandbox: current.objects.getOption(name),
+          unknown: HashSet.has(current.unknown, name),
+          resourceVersion: Option.fromNullable(current.resourceVersion)
+        })),
       ...makeSubscriptions(cache, hub),
       snapshot: Effect.map(SubscriptionRef.get(cache), (current) => new Map(current.objects)),
       health: healthOf(cache, counts, hub)

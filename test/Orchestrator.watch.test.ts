@@ -35,6 +35,13 @@ const settle = Effect.repeatN(Effect.yieldNow(), 50)
 const withRepo = (name: string, resourceVersion: string, repo: { asked: string; fetched?: string }) =>
   sandbox(name, resourceVersion, "Ready", { status: { phase: "Ready", repos: [{ key: "main", ...repo }] } })
 
+const sandboxEvent = (type: "ADDED" | "MODIFIED", object: Sandbox) => ({
+  type,
+  object,
+  name: object.metadata.name,
+  resourceVersion: object.metadata.resourceVersion
+})
+
 const withUid = (s: Sandbox, uid: string): Sandbox => ({ ...s, metadata: { ...s.metadata, uid } })
 
 const undecodable = (name: string, resourceVersion: string): UndecodableEvent => ({
@@ -137,5 +144,35 @@ describe("Orchestrator through the real watch", () => {
       expect(plain.unsafePoll()).toBeNull()
       yield* Fiber.interrupt(early)
       yield* Fiber.interrupt(plain)
+    }))
+
+  it.scoped("awaitReady with createdAt never fails SandboxGone while the watch applies the create, whatever yields between its readings", () =>
+    Effect.gen(function*() {
+      // The wait hears "absent" and decides whether the watch has heard past the create; the ADDED
+      // carrying the create may land between two readings, wherever the wait's fiber yields (its
+      // op budget runs out, a step that awaits). Every read the wait can make of the watch yields
+      // first here, so the watch's step always lands in that gap.
+      const { kube, watch } = yield* start
+      const aside = Effect.repeatN(Effect.yieldNow(), 10)
+      const yielding: SandboxWatch.SandboxWatchService = {
+        ...watch,
+        health: Effect.zipRight(aside, watch.health),
+        get: (name) => Effect.zipRight(aside, watch.get(name)),
+        lookup: (name) => Effect.zipRight(aside, watch.lookup(name)),
+        snapshot: Effect.zipRight(aside, watch.snapshot)
+      }
+      const orchestrator = Orchestrator.make(yielding)
+      yield* kube.respondList(fullList("5"))
+      const w = yield* kube.nextWatch
+      yield* watch.synced
+      const ready = yield* Effect.fork(orchestrator.awaitReady("c", { timeout: "1 minute", createdAt: "7" }))
+      // The wait runs to its first reading past the mailbox, and yields there; the ADDED comes then.
+      yield* Effect.yieldNow()
+      yield* w.emit(sandboxEvent("ADDED", sandbox("c", "7", "Pending")))
+      yield* settle
+      expect(ready.unsafePoll()).toBeNull()
+      yield* w.emit(modified(sandbox("c", "8", "Ready")))
+      const got = yield* Fiber.join(ready)
+      expect(got.metadata.resourceVersion).toBe("8")
     }))
 })

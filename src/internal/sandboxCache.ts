@@ -20,6 +20,12 @@ import { isOlder } from "./resourceVersion.ts"
 export interface SandboxCache {
   /** A list has landed: before it the cache knows nothing. */
   readonly synced: boolean
+  /**
+   * The newest resourceVersion the cache stands at (its list's, or the last event's or bookmark's);
+   * none before the first list. Kept here, with the objects, so one reading says both what is
+   * cached and how far the watch had heard when it was (an `awaitReady` deciding "gone").
+   */
+  readonly resourceVersion: string | undefined
   readonly objects: OverlayMap<Sandbox>
   /**
    * Names the cluster has but whose only state we heard did not decode: neither present nor gone
@@ -35,6 +41,7 @@ export interface SandboxCache {
 
 export const empty: SandboxCache = {
   synced: false,
+  resourceVersion: undefined,
   objects: OverlayMap.empty(),
   unknown: HashSet.empty(),
   tombstones: HashMap.empty()
@@ -139,6 +146,7 @@ export const applyList = (
   }
   const cache: SandboxCache = {
     synced: true,
+    resourceVersion: list.resourceVersion,
     objects: OverlayMap.fromMap(objects),
     unknown: HashSet.endMutation(unknown),
     tombstones: pruneTombstones(HashMap.endMutation(tombstones))
@@ -201,14 +209,16 @@ const applyOneChange = (
   const unknown = HashSet.size(old.unknown) > 0 ? HashSet.remove(old.unknown, name) : old.unknown
   const tombstones = HashMap.size(old.tombstones) > 0 ? HashMap.remove(old.tombstones, name) : old.tombstones
   tell(name, Option.some(event.object))
+  const resourceVersion = event.resourceVersion === "" ? from : event.resourceVersion
   return {
     cache: {
       synced: old.synced,
+      resourceVersion,
       objects,
       unknown,
       tombstones: HashMap.size(tombstones) > TombstonesBeforePrune ? pruneTombstones(tombstones) : tombstones
     },
-    resourceVersion: event.resourceVersion === "" ? from : event.resourceVersion,
+    resourceVersion,
     heard: true,
     error: undefined,
     undecodable: noUndecodable,
@@ -291,6 +301,7 @@ export const applyEvents = (
   return {
     cache: {
       synced: old.synced,
+      resourceVersion,
       objects: objects.done(),
       unknown,
       tombstones: HashMap.size(tombstones) > TombstonesBeforePrune ? pruneTombstones(tombstones) : tombstones

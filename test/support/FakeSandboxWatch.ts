@@ -87,6 +87,15 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
         })
       ),
       snapshot,
+      lookup: (name) =>
+        Effect.gen(function*() {
+          return {
+            synced: yield* Deferred.isDone(synced),
+            sandbox: yield* Effect.flatMap(cell(name), SubscriptionRef.get),
+            unknown: false,
+            resourceVersion: Option.none()
+          }
+        }),
       health: Effect.gen(function*() {
         const done = yield* Deferred.isDone(synced)
         const map = yield* snapshot
