@@ -260,7 +260,7 @@ export const make = (
     // Done once the first list is in the cache: not a wait on the cache's `changes`, whose stream
     // stages stood before `synced` (the bench's sync row), nor a latch, which resumes one hop later.
     const firstList = yield* Deferred.make<void>()
-    const hub: SandboxHub = new SubscriberHub()
+    const hub: SandboxHub = new SubscriberHub(Option.isNone)
     const counts = WatchMetrics.makeLoopCounts()
     const annotations = { namespace: settings.namespace, labelSelector: settings.labelSelector }
     const loop = runWatchLoop({

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import {
   Cause,
   Chunk,
+  Deferred,
   Duration,
   Effect,
   Either,
@@ -590,6 +591,61 @@ describe("SandboxWatch", () => {
       yield* eventually(Ref.get(all), (a) => a.length === 2)
       yield* settle
       expect(yield* Ref.get(all)).toEqual(["a=a@5:Pending", "a=gone"])
+    }))
+
+  it.scoped("allChanges hears a name that came and went in one chunk both ways or not at all, never gone alone", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      const all = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* Effect.forkScoped(
+        Stream.runForEach(
+          watch.allChanges,
+          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
+        )
+      )
+      yield* kube.respondList(fullList("10", sandbox("a", "5")))
+      const w = yield* kube.nextWatch
+      yield* eventually(Ref.get(all), (a) => a.length === 1)
+      yield* w.emit(added(sandbox("c", "11")), deleted(sandbox("c", "12")), modified(sandbox("a", "13", "Ready")))
+      yield* eventually(Ref.get(all), (a) => a.some((line) => line.startsWith("a=a@13")))
+      yield* settle
+      const heard = yield* Ref.get(all)
+      // Either c's birth and death, in order, or nothing of c: what the README promises.
+      const ofC = heard.filter((line) => line.startsWith("c="))
+      expect(ofC.length === 0 || (ofC.length === 2 && ofC[0] === "c=c@11:Pending" && ofC[1] === "c=gone")).toBe(true)
+      expect(ofC).not.toEqual(["c=gone"])
+    }))
+
+  it.scoped("a slow allChanges reader that missed a name's appearance does not hear it gone", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w = yield* kube.nextWatch
+      yield* watch.synced
+      const gate = yield* Deferred.make<void>()
+      const all = yield* Ref.make<ReadonlyArray<string>>([])
+      // The reader is busy with its first change while c comes and goes.
+      yield* Effect.forkScoped(
+        Stream.runForEach(
+          watch.allChanges,
+          (c) =>
+            Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]).pipe(
+              Effect.zipLeft(Deferred.await(gate))
+            )
+        )
+      )
+      yield* settle
+      yield* w.emit(added(sandbox("b", "11")))
+      yield* settle
+      yield* w.emit(added(sandbox("c", "12")))
+      yield* settle
+      yield* w.emit(deleted(sandbox("c", "13")))
+      yield* settle
+      yield* Deferred.succeed(gate, undefined)
+      yield* w.emit(modified(sandbox("b", "14", "Ready")))
+      yield* eventually(Ref.get(all), (a) => a.includes("b=b@14:Ready"))
+      yield* settle
+      expect(yield* Ref.get(all)).toEqual(["b=b@11:Pending", "b=b@14:Ready"])
     }))
 
   // -- rule 12 -----------------------------------------------------------------------------------

@@ -20,10 +20,21 @@ export class LatestMailbox<K, V> {
   private heldValue: V | undefined = undefined
   private holding = false
   private wake: (() => void) | undefined = undefined
+  /**
+   * With `isAbsent`, a mailbox of many keys: the keys its reader last took present. An absence of a
+   * key the reader never took present is no news to it, and drops a pending appearance of that key:
+   * a key that came and went before the reader looked is heard both ways or not at all, never gone
+   * alone. One entry per key present, the size of the cache, for the few whole-namespace readers.
+   */
+  private readonly takenPresent: Set<K> | undefined
 
-  /** `"one"`: only ever told one key (the hub's mailbox for a name). */
-  constructor(keys: "many" | "one" = "many") {
+  /**
+   * `"one"`: only ever told one key (the hub's mailbox for a name). `isAbsent`: which values say a
+   * key is not there (for a mailbox of many keys, see `takenPresent`).
+   */
+  constructor(keys: "many" | "one" = "many", private readonly isAbsent?: (value: V) => boolean) {
     this.pending = keys === "many" ? new Map<K, V>() : undefined
+    this.takenPresent = keys === "many" && isAbsent !== undefined ? new Set<K>() : undefined
   }
 
   /** Replace what is pending for `key` (it moves to the back: the reader sees changes in order). */
@@ -44,6 +55,9 @@ export class LatestMailbox<K, V> {
       this.holding = true
     } else {
       pending.delete(key)
+      const takenPresent = this.takenPresent
+      // Neither its coming nor its going: the reader never had it.
+      if (takenPresent !== undefined && this.isAbsent!(value) && !takenPresent.has(key)) return false
       pending.set(key, value)
     }
     return this.wake !== undefined
@@ -109,9 +123,14 @@ export class LatestMailbox<K, V> {
       return Chunk.of(taken)
     }
     const drained: Array<A> = []
+    const takenPresent = this.takenPresent
     for (const [key, value] of pending) {
       drained.push(present(key, value))
       pending.delete(key)
+      if (takenPresent !== undefined) {
+        if (this.isAbsent!(value)) takenPresent.delete(key)
+        else takenPresent.add(key)
+      }
     }
     return Chunk.unsafeFromArray(drained)
   }

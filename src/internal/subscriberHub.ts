@@ -13,6 +13,12 @@ export class SubscriberHub<V> {
   private readonly everyName = new Set<LatestMailbox<string, V>>()
   private count = 0
 
+  /**
+   * `isAbsent`: which values say a name is not there; a whole-namespace mailbox then never hears a
+   * name gone that it did not hear present (`LatestMailbox`'s `takenPresent`).
+   */
+  constructor(private readonly isAbsent?: (value: V) => boolean) {}
+
   get subscribers(): number {
     return this.count
   }
@@ -39,7 +45,9 @@ export class SubscriberHub<V> {
 
   /** A new mailbox for one name (`undefined`: every name). Pair with `remove`. */
   add(name: string | undefined): LatestMailbox<string, V> {
-    const mailbox = new LatestMailbox<string, V>(name === undefined ? "many" : "one")
+    const mailbox = name === undefined
+      ? new LatestMailbox<string, V>("many", this.isAbsent)
+      : new LatestMailbox<string, V>("one")
     if (name === undefined) {
       this.everyName.add(mailbox)
     } else {
