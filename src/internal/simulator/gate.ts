@@ -1,7 +1,8 @@
 /**
  * What stands before every handler of the simulated apiserver: the log of the requests it saw, the
- * faults a test queued, the bearer token and RBAC. A request is recorded first, then answered with
- * a queued fault, a 401 or a 403 when one applies, and only otherwise served.
+ * faults a test queued, the bearer token, RBAC and whether the resource is served at all. A request
+ * is recorded first, then answered with a queued fault, a 401, a 403 or a 404 when one applies, and
+ * only otherwise served.
  *
  * @internal
  */
@@ -14,7 +15,7 @@ import { statusResponse } from "./http.ts"
 import type { FailureStatus } from "./kubeJson.ts"
 import type { ObjectStore } from "./objectStore.ts"
 import { namespaceOf } from "./objectStore.ts"
-import { parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
+import { notServed, parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
 import { eventLine } from "./watchBody.ts"
 
 /**
@@ -82,6 +83,8 @@ export interface Access {
   faults: Array<PendingFault>
   /** The verbs RBAC refuses. */
   readonly forbidden: Set<Verb>
+  /** The resource is not served (its CRD is gone): every request for it is the apiserver's 404. */
+  withdrawn: boolean
 }
 
 /** The gate: the two things it changes, and what its refusals name. */
@@ -223,6 +226,8 @@ export const guarded = (
             return Effect.succeed(statusResponse(unauthorized))
           }
           if (gate.access.forbidden.has(ctx.verb)) return Effect.succeed(statusResponse(forbiddenStatus(gate, ctx)))
+          // After authentication and authorization, as kube-apiserver routes only what passed both.
+          if (gate.access.withdrawn) return Effect.succeed(statusResponse(notServed))
           return serve(ctx)
         })
       )
