@@ -15,7 +15,7 @@ import { statusResponse } from "./http.ts"
 import type { FailureStatus } from "./kubeJson.ts"
 import type { ObjectStore } from "./objectStore.ts"
 import { namespaceOf } from "./objectStore.ts"
-import { notServed, parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
+import { parseResourceVersion, tooLarge, unauthorized } from "./requests.ts"
 import { eventLine } from "./watchBody.ts"
 
 /**
@@ -100,6 +100,17 @@ export interface Gate {
 
 const badGatewayHtml =
   "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n"
+
+/**
+ * What kube-apiserver (1.20 and 1.37 alike, test/apiserver/crdReRegistered.test.ts) answers for a
+ * resource whose CRD is gone: not a Status, but Go's plain-text 404 of a path no handler serves.
+ */
+const notServed = () =>
+  HttpServerResponse.text("404 page not found\n", {
+    status: 404,
+    contentType: "text/plain; charset=utf-8",
+    headers: { "x-content-type-options": "nosniff" }
+  })
 
 /** The RBAC Status of a request its user may not make. */
 export const forbiddenStatus = (
@@ -227,7 +238,7 @@ export const guarded = (
           }
           if (gate.access.forbidden.has(ctx.verb)) return Effect.succeed(statusResponse(forbiddenStatus(gate, ctx)))
           // After authentication and authorization, as kube-apiserver routes only what passed both.
-          if (gate.access.withdrawn) return Effect.succeed(statusResponse(notServed))
+          if (gate.access.withdrawn) return Effect.succeed(notServed())
           return serve(ctx)
         })
       )

@@ -39,14 +39,6 @@ export const tooLarge = (requested: string, current: number): FailureStatus => (
 
 export const unauthorized: FailureStatus = { code: 401, reason: "Unauthorized", message: "Unauthorized" }
 
-/** kube-apiserver's 404 for a path it serves nothing at: an unknown resource, or a CRD's that is gone. */
-export const notServed: FailureStatus = {
-  code: 404,
-  reason: "NotFound",
-  message: "the server could not find the requested resource",
-  details: {}
-}
-
 export const inconsistentContinue =
   "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
 

@@ -11,7 +11,7 @@ import type { KubeResource } from "../../KubeResource.ts"
 import * as KubeResourceModule from "../../KubeResource.ts"
 import type { Handler, RequestContext, Verb } from "./http.ts"
 import { jsonResponse, statusResponse } from "./http.ts"
-import { notServed, queryBool } from "./requests.ts"
+import { queryBool } from "./requests.ts"
 
 /** The handler of each kind of request. */
 export interface Handlers {
@@ -58,7 +58,13 @@ const version = jsonResponse(
   JSON.stringify({ major: "1", minor: "20", gitVersion: "v1.20.2", platform: "linux/amd64" }, null, 2)
 )
 
-const notFound = () => statusResponse(notServed)
+const notFound = () =>
+  statusResponse({
+    code: 404,
+    reason: "NotFound",
+    message: "the server could not find the requested resource",
+    details: {}
+  })
 
 /** The HTTP app of the server: every route of `resource`, each behind `guard`. */
 export const routes = (resource: KubeResource, handlers: Handlers, guard: Guard) => {
