@@ -371,7 +371,7 @@ const ofUnfinishedStream = (
         end.status.reason ?? ""
       }: ${end.status.message ?? "no message"})`
       : end._tag === "Idle"
-      ? `the streaming list was silent for longer than ${settings.timeoutSeconds}s plus the idle margin before its end bookmark`
+      ? `the streaming list was silent for longer than ${term}s plus the idle margin before its end bookmark`
       : "the streaming list ended before its end bookmark")
   // A 429 inside the stream waits what the server asked, as rule 6 has it.
   const seconds = end._tag === "ErrorEvent" && end.status.code === 429
