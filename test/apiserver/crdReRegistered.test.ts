@@ -94,6 +94,29 @@ const restoreCrd = (http: Http) =>
     yield* poll(served(http), (ok) => ok, "the Sandbox CRD served again", "90 seconds")
   })
 
+/** The watch of `run` in `auto` on `client`, on a short back-off; the lines it logs, to read. */
+const watchOf = (client: KubeClient.KubeClientService, run: string) =>
+  Effect.gen(function*() {
+    const lines = yield* Ref.make<ReadonlyArray<string>>([])
+    const logger = Logger.make(({ message }) => {
+      Effect.runSync(
+        Ref.update(lines, (all) => [...all, Array.isArray(message) ? message.map(String).join(" ") : String(message)])
+      )
+    })
+    const watch = yield* SandboxWatch.make({
+      namespace: ns,
+      labelSelector: `jr2.dev/run=${run}`,
+      listMode: "auto",
+      backoffFloor: "50 millis",
+      backoffCap: "2 seconds",
+      jitter: false
+    }).pipe(
+      Effect.provideService(KubeClient.KubeClient, client),
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+    )
+    return { watch, lines }
+  })
+
 /** One thing `allChanges` told, and when (real time). */
 interface Stamped {
   readonly name: string
@@ -119,26 +142,7 @@ describe("the Sandbox CRD deleted and created again under a running watch (auto)
           yield* adminClient.create(SandboxResource, ns, sandboxBody(ns, name, run))
         }
         const wire = yield* probe(yield* clientOn(Facts.connection(facts)))
-        const lines = yield* Ref.make<ReadonlyArray<string>>([])
-        const logger = Logger.make(({ message }) => {
-          Effect.runSync(
-            Ref.update(
-              lines,
-              (all) => [...all, Array.isArray(message) ? message.map(String).join(" ") : String(message)]
-            )
-          )
-        })
-        const watch = yield* SandboxWatch.make({
-          namespace: ns,
-          labelSelector: `jr2.dev/run=${run}`,
-          listMode: "auto",
-          backoffFloor: "50 millis",
-          backoffCap: "2 seconds",
-          jitter: false
-        }).pipe(
-          Effect.provideService(KubeClient.KubeClient, wire.client),
-          Effect.provide(Logger.replace(Logger.defaultLogger, logger))
-        )
+        const { lines, watch } = yield* watchOf(wire.client, run)
         const told = yield* SubscriptionRef.make<ReadonlyArray<Stamped>>([])
         yield* Effect.forkScoped(
           Stream.runForEach(watch.allChanges, (change) =>
@@ -251,6 +255,68 @@ describe("the Sandbox CRD deleted and created again under a running watch (auto)
         const explained = said.filter((line) => line.includes("may not be installed"))
         expect(explained).toHaveLength(1)
         expect(explained[0]).toContain(`does not serve sandboxes.jr2.dev/v1alpha1 in namespace "${ns}"`)
+        expect(said.filter((line) => line.includes("every list is paged"))).toHaveLength(facts.minor >= 37 ? 0 : 1)
+      })),
+    240_000
+  )
+
+  it.live(
+    "a watch started before the CRD is installed meets 404s to its streaming list: no proof; once the CRD is there 1.37 syncs by streaming (no LIST counted), 1.20 by pages after its 422",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const run = "crd-late"
+        const http: Http = { agent: yield* Facts.agent(facts), base: facts.url }
+        yield* Effect.acquireRelease(
+          Effect.flatMap(Facts.request(http, "DELETE", crdPath, { token: admin }), (answer) =>
+            answer.status === 200 ? Effect.void : Effect.dieMessage(`deleting the CRD answered ${answer.status}`)),
+          () =>
+            restoreCrd(http)
+        )
+        yield* poll(
+          read(http, crdPath),
+          (a) =>
+            a.status === 404,
+          "the CRD gone",
+          "60 seconds"
+        )
+        const wire = yield* probe(yield* clientOn(Facts.connection(facts)))
+        const listsBefore = yield* listsCounted(http)
+        const { lines, watch } = yield* watchOf(wire.client, run)
+        // Three streaming lists answered 404, each after the back-off: still streaming.
+        const refused = yield* wire.await(
+          (log) => log.watches.filter((w) => w.outcome === "KubeStatusError 404").length >= 3,
+          "three streaming lists answered 404",
+          "60 seconds"
+        )
+        expect(refused.watches.slice(0, 3).map((w) => [w.sendInitialEvents, w.outcome])).toEqual(
+          Array(3).fill([true, "KubeStatusError 404"])
+        )
+        expect(refused.lists).toEqual([])
+        expect((yield* watch.health).synced).toBe(false)
+
+        yield* restoreCrd(http)
+        const adminClient = yield* clientOn(Facts.connection(facts))
+        yield* adminClient.create(SandboxResource, ns, sandboxBody(ns, "crd-late-a", run))
+        yield* watch.synced.pipe(Effect.timeout("60 seconds"))
+        yield* poll(watch.health, (h) => h.cached === 1, "crd-late-a cached", "60 seconds")
+        const log = yield* SubscriptionRef.get(wire.log)
+        const listsAfter = yield* listsCounted(http)
+        console.log(
+          `[crdReRegistered] ${facts.version}: started before the CRD: ${
+            JSON.stringify(log.watches.map((w) => ({ stream: w.sendInitialEvents, outcome: w.outcome })))
+          }; LISTs counted: ${listsAfter - listsBefore}`
+        )
+        if (facts.minor >= 37) {
+          expect(log.lists).toEqual([])
+          expect(listsAfter - listsBefore).toBe(0)
+          expect(log.watches.every((w) => w.sendInitialEvents === true)).toBe(true)
+        } else {
+          // 1.20: once the CRD is served, the streaming request meets its 422, then pages.
+          expect(log.watches.some((w) => w.outcome === "KubeStatusError 422")).toBe(true)
+          expect(log.lists.length).toBeGreaterThanOrEqual(1)
+        }
+        const said = yield* Ref.get(lines)
+        expect(said.filter((line) => line.includes("may not be installed"))).toHaveLength(1)
         expect(said.filter((line) => line.includes("every list is paged"))).toHaveLength(facts.minor >= 37 ? 0 : 1)
       })),
     240_000
