@@ -4,8 +4,9 @@
  * for a too-large resourceVersion, the shapes of 429), as 1.20 does where the two releases agree and
  * as 1.37 does where only the modern one speaks (a streaming list's validation and end bookmark, the
  * 429 of a warming watch cache); test/apiserver/differential.test.ts holds it to both. It can misbehave on demand
- * (stall, close, reset, truncate, refuse), so the watch can be tested end to end in milliseconds and
- * the program's `--demo` can run against an embedded cluster.
+ * (stall, close, reset, truncate, refuse, lose its CRD for a while) or be a server unlike
+ * kube-apiserver (one that ignores `sendInitialEvents`), so the watch can be tested end to end in
+ * milliseconds and the program's `--demo` can run against an embedded cluster.
  *
  * Timers (bookmarks, watch timeouts) use Effect's `Clock` of the environment that built the layer:
  * the live clock in the program, `TestClock` in a test.
@@ -98,6 +99,13 @@ export interface Options {
    * accepts gzip is answered gzipped, the whole watch, one gzip member per flush. Default true.
    */
   readonly watchListCompression?: boolean
+  /**
+   * A server that does not know `sendInitialEvents` (an aggregated API server, a proxy, a test
+   * double): a streaming list's request is answered as a plain watch from now, with no initial
+   * events and no end bookmark (its `resourceVersionMatch` unread too), which the server ends at
+   * once, cleanly, after what it had (nothing). Plain watches and lists are served as ever. Default false.
+   */
+  readonly ignoreSendInitialEvents?: boolean
 }
 
 /** Where an object is, for the direct methods. */
@@ -164,6 +172,18 @@ export interface SimulatedApiServerService {
   readonly restart: Effect.Effect<void>
   /** Resets every client connection (TCP RST), open watches included. */
   readonly dropConnections: Effect.Effect<void>
+  /**
+   * The resource's CustomResourceDefinition goes away: every open watch ends cleanly (kube-apiserver
+   * drops the resource's storage) and every request for the resource answers kube-apiserver's 404
+   * Status until `restoreResource`. Objects stay, as while a CRD is registered again after an
+   * apiserver restart; to model a CRD's deletion, delete them first, as its finalizer does.
+   */
+  readonly withdrawResource: Effect.Effect<void>
+  /**
+   * The resource is served again, from a new watch cache: a watch from a resourceVersion before it
+   * answers 410, as after a restart.
+   */
+  readonly restoreResource: Effect.Effect<void>
   /** RBAC: these verbs answer 403 from now on. */
   readonly forbid: (...verbs: ReadonlyArray<Verb>) => Effect.Effect<void>
   /** RBAC: these verbs are allowed again; with no verb, every verb is. */
@@ -332,6 +352,20 @@ const watchMethods = (
   }
 }
 
+/** Whether the resource is served: `access`, and the open watches and history a withdrawal ends. */
+const resourceMethods = (
+  access: Access,
+  server: WatchServer
+): Pick<SimulatedApiServerService, "withdrawResource" | "restoreResource"> => ({
+  withdrawResource: Effect.sync(() => {
+    access.withdrawn = true
+  }).pipe(Effect.zipRight(closeWatches(server.watches))),
+  restoreResource: Effect.sync(() => {
+    server.store.restart()
+    access.withdrawn = false
+  })
+})
+
 /** The token, queued faults and RBAC a request must get past. They change only `access`. */
 const accessMethods = (
   access: Access
@@ -409,11 +443,12 @@ const make = (options: Options) =>
       openWatchCount: yield* SubscriptionRef.make(0),
       bookmarkInterval: Duration.decode(options.bookmarkInterval ?? Duration.seconds(60)),
       watchList: options.watchList ?? true,
-      watchListCompression: options.watchListCompression ?? true
+      watchListCompression: options.watchListCompression ?? true,
+      ignoreSendInitialEvents: options.ignoreSendInitialEvents ?? false
     }
     const gate: Gate = {
       log: { recorded: [], seen: yield* SubscriptionRef.make(0) },
-      access: { token: options.token, faults: [], forbidden: new Set() },
+      access: { token: options.token, faults: [], forbidden: new Set(), withdrawn: false },
       resource,
       user: options.user ?? `system:serviceaccount:${defaultNamespace}:default`,
       store
@@ -438,6 +473,7 @@ const make = (options: Options) =>
       ...objectMethods(store, defaultNamespace),
       ...watchMethods(watchServer, sockets),
       ...accessMethods(gate.access),
+      ...resourceMethods(gate.access, watchServer),
       ...requestMethods(gate.log)
     }
     return service

@@ -13,6 +13,7 @@ import { InitialEventsEndAnnotation } from "../src/WatchEvent.ts"
 import {
   added,
   bookmark,
+  deleted,
   errorEvent,
   fullList,
   makeScriptedKubeClient,
@@ -224,6 +225,100 @@ describe("SandboxWatch streaming lists", () => {
       expect(yield* a).toEqual(["a@7:Pending"])
       const watched = (yield* kube.calls).filter((call) => call.verb === "watch")
       expect(watched.filter((call) => call.options.sendInitialEvents === true)).toHaveLength(1)
+    }))
+
+  it.scoped("18. auto: a server that closes the streaming list cleanly before its end bookmark, three times in a row, is paged: changes before the close prove nothing, nothing is told", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      // A plain watch's answer to the streaming request: what changes now (a change, a deletion),
+      // no initial set, no end bookmark, then the end of the body.
+      const first = yield* kube.nextWatch
+      yield* first.emit(modified(sandbox("a", "11", "Ready")), deleted(sandbox("b", "12")))
+      yield* first.end
+      expect(yield* nextPause()).toBe(500)
+      yield* TestClock.adjust(Duration.millis(500))
+      const second = yield* kube.nextWatch
+      expect(second.options).toEqual(streamingOptions)
+      yield* second.end
+      expect(yield* nextPause()).toBe(1000)
+      yield* TestClock.adjust(Duration.millis(1000))
+      const third = yield* kube.nextWatch
+      expect(third.options).toEqual(streamingOptions)
+      yield* third.end
+      // The third is proof: a paged list at once, no pause.
+      yield* kube.respondList(fullList("20", sandbox("a", "13")))
+      yield* watch.synced
+      yield* settle
+      expect(yield* a).toEqual(["a@13:Pending"])
+      const after = yield* kube.nextWatch
+      expect(after.options.resourceVersion).toBe("20")
+      expect(after.options.sendInitialEvents).toBeUndefined()
+      const calls = yield* kube.calls
+      expect(calls.filter((c) => c.verb === "watch" && c.options.sendInitialEvents === true)).toHaveLength(3)
+      expect(calls.filter((c) => c.verb === "list")).toHaveLength(1)
+    }))
+
+  it.scoped("18. auto: a cut between the clean closes starts the count again: still streaming after the third close", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const first = yield* kube.nextWatch
+      yield* first.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const second = yield* kube.nextWatch
+      yield* second.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const cut = yield* kube.nextWatch
+      yield* cut.fail(transportError())
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const fourth = yield* kube.nextWatch
+      yield* fourth.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const fifth = yield* kube.nextWatch
+      expect(fifth.options).toEqual(streamingOptions)
+      yield* fifth.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      expect((yield* kube.calls).filter((c) => c.verb === "list")).toEqual([])
+    }))
+
+  it.scoped("18. auto: a 404 to the streaming request (a CRD not served yet) is no proof: it streams again after the back-off, never pages", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const notFound = statusError(404, "NotFound", "the server could not find the requested resource")
+      const first = yield* kube.nextWatch
+      yield* first.fail(notFound)
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const second = yield* kube.nextWatch
+      expect(second.options).toEqual(streamingOptions)
+      yield* second.fail(notFound)
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const third = yield* kube.nextWatch
+      expect(third.options).toEqual(streamingOptions)
+      yield* third.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      expect((yield* kube.calls).filter((c) => c.verb === "list")).toEqual([])
+    }))
+
+  it.scoped("17. stream: a streaming list the server ended at its term still delivering is asked again with twice the term, and the idle limit grows with it", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const first = yield* kube.nextWatch
+      // Objects arrive until the server's term ends the watch, with no end bookmark.
+      yield* first.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(239))
+      yield* first.emit(added(sandbox("b", "8")))
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* first.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const longer = yield* kube.nextWatch
+      expect(longer.options).toEqual({ ...streamingOptions, timeoutSeconds: 480, idleTimeout: Duration.seconds(510) })
+      yield* longer.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), endBookmark("9"))
+      yield* watch.synced
+      // Once landed, a later streaming list asks for the setting's term again.
+      yield* longer.emit(errorEvent(410, "Expired", "too old resource version"))
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const relist = yield* kube.nextWatch
+      expect(relist.options).toEqual(streamingOptions)
     }))
 
   it.scoped("18. stream: a 422 is a failure like any other, retried with the back-off, still streaming", () =>

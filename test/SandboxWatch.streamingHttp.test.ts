@@ -2,11 +2,12 @@
  * Streaming lists (rules 16–18 of `src/internal/watchMachine.ts`) end to end: `SandboxWatch` in its
  * default `auto` mode on `KubeClient` over real HTTP against the simulated API server, which serves
  * `sendInitialEvents` as 1.34+ does (and refuses it as a server with the WatchList gate off, when
- * told). Pauses are TestClock's; only the sockets are real. test/apiserver/streamingList.test.ts
- * holds the same behaviour to the real servers.
+ * told), ignores it (answers it as a plain watch and closes), or loses its CRD for a while. Pauses
+ * are TestClock's; only the sockets are real. test/apiserver/streamingList.test.ts and
+ * test/apiserver/crdReRegistered.test.ts hold the same behaviour to the real servers.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Logger, Ref, TestClock } from "effect"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import * as SimulatedApiServer from "../src/SimulatedApiServer.ts"
 import { provideCluster, record, sandboxObject } from "./support/simulatedCluster.ts"
@@ -21,6 +22,17 @@ const seeded = (names: ReadonlyArray<string>) =>
 
 /** The watch in its default list mode (`auto`). */
 const startWatch = SandboxWatch.make({ namespace: "ns", jitter: false })
+
+/** A logger that keeps every line the watch writes; the lines, to read. */
+const keptLines = Effect.gen(function*() {
+  const lines = yield* Ref.make<ReadonlyArray<string>>([])
+  const logger = Logger.make(({ message }) => {
+    Effect.runSync(
+      Ref.update(lines, (all) => [...all, Array.isArray(message) ? message.map(String).join(" ") : String(message)])
+    )
+  })
+  return { lines: Ref.get(lines), layer: Logger.replace(Logger.defaultLogger, logger) }
+})
 
 describe("SandboxWatch streaming lists over HTTP against the simulated API server", () => {
   it.scoped("16. auto streams the first list: no LIST, synced at the end bookmark, then the same watch tells changes", () =>
@@ -149,6 +161,101 @@ describe("SandboxWatch streaming lists over HTTP against the simulated API serve
         const watches = yield* server.requestsOf("watch")
         expect(watches.filter((w) => w.query.sendInitialEvents !== undefined)).toHaveLength(1)
         expect(yield* s1.told).toEqual(["s1:Pending"])
+      })
+    ))
+
+  it.scoped("18. auto against a server that ignores sendInitialEvents (a plain watch, closed at once): three clean closes, said once, then one paged list syncs and the watch goes on", () =>
+    provideCluster({ ignoreSendInitialEvents: true })(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1", "s2"])
+        const logs = yield* keptLines
+        const watch = yield* startWatch.pipe(Effect.provide(logs.layer))
+        const s1 = yield* record(watch.changes("s1"))
+        // Two clean closes, each after the back-off (floor, then twice it); the third pages at once.
+        expect(yield* passNextPause()).toBe(500)
+        expect(yield* passNextPause()).toBe(1000)
+        yield* watch.synced
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+        expect((yield* watch.health).cached).toBe(2)
+        const watches = yield* server.requestsOf("watch")
+        expect(watches.slice(0, 3).map((w) => w.query.sendInitialEvents)).toEqual(["true", "true", "true"])
+        expect(yield* server.requestsOf("list")).toHaveLength(1)
+        yield* server.awaitOpenWatches(1)
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+        const said = (yield* logs.lines).filter((line) => line.includes("every list is paged from now on"))
+        expect(said).toHaveLength(1)
+        expect(said[0]).toContain("3 streaming lists in a row")
+        expect((yield* server.requestsOf("watch")).filter((w) => w.query.sendInitialEvents !== undefined))
+          .toHaveLength(3)
+      })
+    ))
+
+  it.scoped.each(
+    [
+      ["a 404 (the CRD not served yet)", "withdrawn"],
+      ["a 500", "InternalError"],
+      ["a 429 (storage is (re)initializing)", "StorageInitializing"],
+      ["a cut in the initial events", "CutMidStream"]
+    ] as const
+  )(
+    "18. %s to the streaming list does not move auto to pages: it streams again and syncs with no LIST",
+    ([_what, fault]) =>
+      provideCluster()(
+        Effect.gen(function*() {
+          const server = yield* seeded(["s1", "s2", "s3"])
+          if (fault === "withdrawn") yield* server.withdrawResource
+          else yield* server.failNext(2, fault, { verbs: ["watch"] })
+          const watch = yield* startWatch
+          const s1 = yield* record(watch.changes("s1"))
+          yield* server.awaitRequests(1, "watch")
+          yield* passNextPause()
+          yield* server.awaitRequests(2, "watch")
+          if (fault === "withdrawn") yield* server.restoreResource
+          else yield* passNextPause()
+          if (fault === "withdrawn") yield* passNextPause()
+          yield* watch.synced
+          expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+          expect(yield* server.requestsOf("list")).toEqual([])
+          const watches = yield* server.requestsOf("watch")
+          expect(watches.every((w) => w.query.sendInitialEvents === "true")).toBe(true)
+          expect(watches).toHaveLength(3)
+        })
+      )
+  )
+
+  it.scoped("a CRD that goes and comes back (its objects kept, as across an apiserver restart): the 404 said once in words, nothing told gone, then the watch goes on streaming with no LIST", () =>
+    provideCluster()(
+      Effect.gen(function*() {
+        const server = yield* seeded(["s1", "s2"])
+        const logs = yield* keptLines
+        const watch = yield* startWatch.pipe(Effect.provide(logs.layer))
+        const s1 = yield* record(watch.changes("s1"))
+        yield* watch.synced
+        expect(yield* s1.awaitTold(1)).toEqual(["s1:Pending"])
+        yield* server.awaitOpenWatches(1)
+        yield* server.withdrawResource
+        // The watch ended cleanly having said nothing: one floor, then the resume meets 404s.
+        expect(yield* passNextPause()).toBe(500)
+        yield* server.awaitRequests(2, "watch")
+        yield* passNextPause()
+        yield* server.awaitRequests(3, "watch")
+        yield* passNextPause()
+        yield* server.awaitRequests(4, "watch")
+        yield* server.restoreResource
+        // Nothing changed meanwhile: the resume from the newest resourceVersion is served again.
+        yield* passNextPause()
+        yield* server.awaitOpenWatches(1)
+        yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
+        expect(yield* s1.awaitTold(2)).toEqual(["s1:Pending", "s1:Ready"])
+        expect((yield* watch.health).cached).toBe(2)
+        expect(yield* server.requestsOf("list")).toEqual([])
+        const lines = yield* logs.lines
+        const explained = lines.filter((line) => line.includes("may not be installed"))
+        expect(explained).toHaveLength(1)
+        expect(explained[0]).toContain(`does not serve sandboxes.jr2.dev/v1alpha1 in namespace "ns"`)
+        expect(lines.filter((line) => line.includes("still does not serve")).length).toBeGreaterThanOrEqual(1)
+        expect(lines.filter((line) => line.includes("paged"))).toEqual([])
       })
     ))
 })

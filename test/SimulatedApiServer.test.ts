@@ -765,6 +765,61 @@ describe("SimulatedApiServer: watch", () => {
     ))
 })
 
+describe("SimulatedApiServer: servers that differ from kube-apiserver", () => {
+  it.scoped("ignoreSendInitialEvents: a streaming list is answered as a plain watch from now (no ADDED set, no end bookmark) that ends at once, cleanly; plain watches as ever", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* seed(server, [["a"], ["b"]])
+        const streaming = yield* openStream(
+          `${server.url}${collectionPath}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`
+        )
+        expect(streaming.status).toBe(200)
+        expect(yield* streaming.next).toEqual({ _tag: "End", rest: "" })
+        // Even what a 1.20 would refuse (resourceVersionMatch on a watch) is not looked at.
+        const unchecked = yield* openStream(
+          `${server.url}${collectionPath}?watch=true&sendInitialEvents=true&resourceVersionMatch=Bogus`
+        )
+        expect(unchecked.status).toBe(200)
+        expect(yield* unchecked.next).toEqual({ _tag: "End", rest: "" })
+        const plain = yield* openStream(`${server.url}${collectionPath}?watch=true&resourceVersion=2`)
+        expect((yield* plain.json).object.metadata.name).toBe("b")
+        yield* server.awaitOpenWatches(1)
+        yield* server.create({ metadata: { name: "c" } })
+        expect((yield* plain.json).object.metadata.name).toBe("c")
+        expect(names((yield* send(server.url + collectionPath)).body)).toEqual(["a", "b", "c"])
+      }), { ignoreSendInitialEvents: true }))
+
+  it.scoped("withdrawResource: open watches end cleanly, every request is kube-apiserver's 404 until restoreResource; then a new watch cache (old resourceVersions 410), objects kept", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* seed(server, [["a"], ["b"]]) // rv 2, 3
+        const watch = yield* openStream(`${server.url}${collectionPath}?watch=true&resourceVersion=3`)
+        yield* server.awaitOpenWatches(1)
+        yield* server.withdrawResource
+        expect(yield* watch.next).toEqual({ _tag: "End", rest: "" })
+        yield* server.awaitOpenWatches(0)
+        // What kube-apiserver answers for a resource whose CRD is gone: Go's plain 404, not a Status
+        // (test/apiserver/crdReRegistered.test.ts holds it to the real ones).
+        for (
+          const url of [
+            `${server.url}${collectionPath}`,
+            `${server.url}${collectionPath}?watch=true&resourceVersion=3`,
+            `${server.url}${collectionPath}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true`,
+            `${server.url}${collectionPath}/a`
+          ]
+        ) {
+          const answer = yield* send(url)
+          expect([url, answer.status, answer.headers.get("content-type"), answer.body])
+            .toEqual([url, 404, "text/plain; charset=utf-8", "404 page not found\n"])
+        }
+        yield* server.restoreResource
+        const resumed = yield* openStream(`${server.url}${collectionPath}?watch=true&resourceVersion=2`)
+        expect(JSON.parse(yield* resumed.line).object.code).toBe(410)
+        expect(names((yield* send(server.url + collectionPath)).body)).toEqual(["a", "b"])
+      })
+    ))
+})
+
 describe("SimulatedApiServer: auth and RBAC", () => {
   it.scoped("with a token, a request without the right bearer is 401; the token is never echoed", () =>
     withServer(

@@ -21,7 +21,10 @@ const settings: WatchMachine.MachineSettings = {
 }
 
 const listing = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason, lists: "paged" })
-const streaming = (reason: WatchMachine.ListReason = "initial") => State.NeedsList({ reason, lists: "stream" })
+const streaming = (
+  reason: WatchMachine.ListReason = "initial",
+  more: { readonly cleanCloses?: number; readonly streamTerm?: number } = {}
+) => State.NeedsList({ reason, lists: "stream", ...more })
 const watching = (resourceVersion: string, oversizedAt?: string) =>
   State.Watching({ resourceVersion, oversizedAt, lists: "paged" })
 const watchingAfterStream = (resourceVersion: string) =>
@@ -30,7 +33,13 @@ const watchingAfterStream = (resourceVersion: string) =>
 /** A row's expectation, short: the next state, the pause, the restart reason. */
 const show = (state: WatchState) =>
   state._tag === "NeedsList"
-    ? `${state.lists === "stream" ? "stream" : "list"}(${state.reason})`
+    ? `${state.lists === "stream" ? "stream" : "list"}(${
+      [
+        state.reason,
+        ...(state.cleanCloses === undefined ? [] : [`${state.cleanCloses} clean close(s)`]),
+        ...(state.streamTerm === undefined ? [] : [`term ${state.streamTerm}s`])
+      ].join(", ")
+    })`
     : `watch(${state.resourceVersion}${state.oversizedAt === undefined ? "" : `, oversized at ${state.oversizedAt}`}${
       state.lists === "stream" ? ", lists streamed" : ""
     })`
@@ -390,13 +399,132 @@ const streamRows: ReadonlyArray<StreamRow> = [
     restart: "transport"
   },
   {
-    rule: "17. a close before the end bookmark: stream again after the back-off",
+    rule:
+      "17/18. auto: a clean close before the end bookmark is no proof yet: stream again after the back-off, counted",
     settings: auto,
     from: streaming(),
+    end: End.Closed({ resourceVersion: "25", heard: false, ranMillis: 1_000 }),
+    next: "stream(initial, 1 clean close(s))",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17/18. a close after changes (MODIFIED, DELETED) before the end bookmark counts as any clean close, no more",
+    settings: auto,
+    from: streaming("expired", { cleanCloses: 1 }),
     end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 1_000 }),
+    next: "stream(expired, 2 clean close(s))",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule:
+      "18. auto: the third clean close in a row before the end bookmark is proof the server cannot stream: pages, at once",
+    settings: auto,
+    from: streaming("expired", { cleanCloses: 2 }),
+    end: End.Closed({ resourceVersion: "25", heard: false, ranMillis: 1_000 }),
+    next: "list(expired)",
+    pause: "none",
+    restart: "stream-unsupported"
+  },
+  {
+    rule: "18. anything else between the clean closes starts the count again: a cut",
+    settings: auto,
+    from: streaming("initial", { cleanCloses: 2 }),
+    end: End.WatchFailed({ error: transportError(), resourceVersion: "", heard: false }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "transport"
+  },
+  {
+    rule: "18. anything else between the clean closes starts the count again: an ERROR",
+    settings: auto,
+    from: streaming("initial", { cleanCloses: 2 }),
+    end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "", heard: false }),
     next: "stream(initial)",
     pause: "backoff",
     restart: "stream-unfinished"
+  },
+  {
+    rule: "18. anything else between the clean closes starts the count again: a 429",
+    settings: auto,
+    from: streaming("initial", { cleanCloses: 2 }),
+    end: End.WatchFailed({
+      error: statusError(429, "TooManyRequests", "storage is (re)initializing", { retryAfterSeconds: 1 }),
+      resourceVersion: "",
+      heard: false
+    }),
+    next: "stream(initial)",
+    pause: "retry-after 1000ms",
+    restart: "429"
+  },
+  {
+    rule: "18. stream mode counts the clean closes too, and never pages",
+    settings: streamOnly,
+    from: streaming("initial", { cleanCloses: 2 }),
+    end: End.Closed({ resourceVersion: "25", heard: false, ranMillis: 1_000 }),
+    next: "stream(initial, 3 clean close(s))",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "18. auto: a 404 to the streaming request (a CRD being re-registered) is no proof: back off, stream again",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({
+      error: statusError(404, "NotFound", "the server could not find the requested resource"),
+      resourceVersion: "",
+      heard: false
+    }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "404"
+  },
+  {
+    rule: "18. auto: a 503 to the streaming request is no proof: back off, stream again",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({
+      error: statusError(503, "ServiceUnavailable", "the server is currently unable to handle the request"),
+      resourceVersion: "",
+      heard: false
+    }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "503"
+  },
+  {
+    rule: "18. auto: a 504 deadline (not a too-large resourceVersion) to the streaming request is no proof",
+    settings: auto,
+    from: streaming(),
+    end: End.WatchFailed({
+      error: statusError(504, "Timeout", "context deadline exceeded"),
+      resourceVersion: "",
+      heard: false
+    }),
+    next: "stream(initial)",
+    pause: "backoff",
+    restart: "504"
+  },
+  ...([[400, "BadRequest"], [405, "MethodNotAllowed"], [415, "UnsupportedMediaType"]] as const).map(
+    ([code, reason]): StreamRow => ({
+      rule: `18. auto: a ${code} to the streaming request (the request's shape refused) moves every list to pages`,
+      settings: auto,
+      from: streaming(),
+      end: End.WatchFailed({ error: statusError(code, reason, "refused"), resourceVersion: "", heard: false }),
+      next: "list(initial)",
+      pause: "none",
+      restart: "stream-unsupported"
+    })
+  ),
+  {
+    rule: "16. a streaming list that lands forgets the clean closes and the longer term",
+    settings: streamOnly,
+    from: streaming("initial", { cleanCloses: 2, streamTerm: 480 }),
+    end: End.StreamListed({ resourceVersion: "30" }),
+    next: "watch(30, lists streamed)",
+    pause: "none",
+    restart: undefined
   },
   {
     rule: "17. silence before the end bookmark: stream again after the back-off",
@@ -449,13 +577,41 @@ const streamRows: ReadonlyArray<StreamRow> = [
     restart: "stream-unsupported"
   },
   {
-    rule: "18. stream mode: a whole term without the end bookmark is unfinished: stream again after the back-off",
+    rule:
+      "17. stream mode: a streaming list the server ended at its term (too large for it): the next asks twice the term",
     settings: streamOnly,
     from: streaming(),
     end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 240_000 }),
-    next: "stream(initial)",
+    next: "stream(initial, term 480s)",
     pause: "backoff",
     restart: "stream-unfinished"
+  },
+  {
+    rule: "17. stream mode: the term grows to an hour at most",
+    settings: streamOnly,
+    from: streaming("initial", { streamTerm: 1_920 }),
+    end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 1_920_000 }),
+    next: "stream(initial, term 3600s)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. stream mode: a close is measured against the term asked: 300 s of 480 s is an early clean close",
+    settings: streamOnly,
+    from: streaming("initial", { streamTerm: 480 }),
+    end: End.Closed({ resourceVersion: "25", heard: true, ranMillis: 300_000 }),
+    next: "stream(initial, 1 clean close(s), term 480s)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "17. a longer term outlives a cut: the next streaming list still gets to finish",
+    settings: streamOnly,
+    from: streaming("initial", { streamTerm: 480 }),
+    end: End.WatchFailed({ error: transportError(), resourceVersion: "", heard: false }),
+    next: "stream(initial, term 480s)",
+    pause: "backoff",
+    restart: "transport"
   },
   {
     rule: "18. stream mode: a 422 is a failure like any other; stream again after the back-off",
@@ -523,6 +679,68 @@ describe("watchMachine.step", () => {
     expect(transition.message).toContain("grant get, list and watch on sandboxes.jr2.dev")
     expect(transition.message).toContain(`namespace "ns"`)
   })
+
+  it("17. the streaming list asks for the state's term: the setting's, or the longer one after a list cut at its term", () => {
+    expect(WatchMachine.streamTerm(streaming(), settings)).toBe(240)
+    expect(WatchMachine.streamTerm(streaming("initial", { streamTerm: 480 }), settings)).toBe(480)
+    expect(WatchMachine.streamTerm(watching("10"), settings)).toBe(240)
+  })
+
+  it("18. the proof by clean closes is said once, with what the server did and what comes next", () => {
+    const third = WatchMachine.step(
+      streaming("initial", { cleanCloses: 2 }),
+      End.Closed({ resourceVersion: "", heard: false, ranMillis: 1_000 }),
+      auto
+    )
+    expect(third.message).toContain("3 streaming lists in a row")
+    expect(third.message).toContain("every list is paged from now on")
+    const first = WatchMachine.step(
+      streaming(),
+      End.Closed({ resourceVersion: "", heard: false, ranMillis: 1_000 }),
+      auto
+    )
+    expect(first.message).not.toContain("paged from now on")
+  })
+
+  it("18. auto: a streaming list ended at its term is paged, and the words say it may be too large to stream", () => {
+    const transition = WatchMachine.step(
+      streaming(),
+      End.Closed({ resourceVersion: "", heard: true, ranMillis: 240_000 }),
+      auto
+    )
+    expect(show(transition.next)).toBe("list(initial)")
+    expect(transition.message).toContain("timeoutSeconds (240s)")
+    expect(transition.message).toContain("too large")
+  })
+
+  it.each(
+    [
+      ["a streaming list", streaming(), auto, "list"],
+      ["a paged list", listing(), settings, "list"],
+      ["a watch", watching("10"), settings, "watch"]
+    ] as const
+  )(
+    "a 404 during %s says in words that the server does not serve sandboxes.jr2.dev/v1alpha1 there and the CRD may be missing; once",
+    (_what, from, machineSettings, during) => {
+      const notFound = statusError(404, "NotFound", "the server could not find the requested resource")
+      const end = during === "watch"
+        ? End.WatchFailed({ error: notFound, resourceVersion: "10", heard: false })
+        : from.lists === "stream"
+        ? End.WatchFailed({ error: notFound, resourceVersion: "", heard: false })
+        : End.ListFailed({ error: notFound })
+      const first = WatchMachine.step(from, end, machineSettings)
+      expect(first.restart).toBe("404")
+      expect(first.message).toContain(`does not serve sandboxes.jr2.dev/v1alpha1 in namespace "ns"`)
+      expect(first.message).toContain("CustomResourceDefinition sandboxes.jr2.dev")
+      expect(first.message).toContain("may not be installed")
+      // The next 404 in a row is said in a few words, not explained again.
+      const again = WatchMachine.step(first.next, end, machineSettings)
+      expect(again.restart).toBe("404")
+      expect(again.message).toContain("still")
+      expect(again.message).not.toContain("may not be installed")
+      expect(show(again.next)).toBe(show(first.next))
+    }
+  )
 
   it("the next state is described for the log line", () => {
     expect(WatchMachine.describeNext(listing("expired"))).toBe("re-listing")

@@ -174,6 +174,22 @@ describe("sandbox-watch --list-mode", () => {
   )
 
   it.scopedLive(
+    "auto against a server that ignores sendInitialEvents (answers a plain watch and closes): synced after three clean closes, said once",
+    () =>
+      Effect.gen(function*() {
+        const { server, stderr, told } = yield* syncedOnce([])
+        expect(told).toStrictEqual(["a Pending", "b -"])
+        expect(yield* server.requestsOf("list")).toHaveLength(1)
+        const streamed = (yield* server.requestsOf("watch")).filter((w) => w.query.sendInitialEvents === "true")
+        expect(streamed).toHaveLength(3)
+        const said = stderr.filter((line) => line.includes("every list is paged from now on"))
+        expect(said).toHaveLength(1)
+        expect(said[0]).toContain("3 streaming lists in a row")
+      }).pipe(Effect.provide(simulated({ ignoreSendInitialEvents: true }))),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
     "--gzip-streaming-lists asks for gzip, and the gzipped streaming list syncs",
     () =>
       Effect.gen(function*() {

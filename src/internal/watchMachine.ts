@@ -50,15 +50,25 @@
  *     never asks for the initial events again.
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
- *     silence, a close); never a resume from a half-known state.
- * 18. In `"auto"`, a server that cannot stream a list says so in one of three ways: it refuses the
- *     request with a 4xx `Status` (400, 404, 405, 415, 422: 1.20 forbids resourceVersionMatch on a
- *     watch, a newer server with the WatchList gate off rejects the parameters), it sends a
- *     bookmark without the end annotation (it ignored `sendInitialEvents`), or it runs the watch's
- *     whole `timeoutSeconds` without the end bookmark (it ignored them and sends no bookmarks; a
- *     server that streams sends the bookmark as soon as the initial events are out). Then every
- *     list is paged for the life of the watch, at once, said once. In `"stream"` these are failures
- *     like rule 7.
+ *     silence, a close); never a resume from a half-known state. One the server ended at its term
+ *     (`timeoutSeconds`) was too large to stream in that time (a huge namespace, a slow link): in
+ *     `"stream"` the next asks for twice the term, up to an hour, so that it can finish (client-go
+ *     retries with the same term; its TODO for kubernetes#115478 asks for this). A list that lands
+ *     forgets the longer term.
+ * 18. In `"auto"`, a server that cannot stream a list says so in one of four ways: it refuses the
+ *     request's shape with a 400, 405, 415 or 422 (1.20 forbids resourceVersionMatch on a watch, a
+ *     newer server with the WatchList gate off rejects the parameters); it sends a bookmark without
+ *     the end annotation (it ignored `sendInitialEvents`); it closes the streaming list cleanly
+ *     (no `ERROR`, no failure) before its end bookmark three times in a row (it answers the request
+ *     as a plain watch, as an aggregated server, a proxy or a test double may); or it ends one at
+ *     its term (it ignored the parameters, or the list is too large to stream: either way pages
+ *     sync). Then every list is paged for the life of the watch, at once, said once. Nothing
+ *     transient is proof: a 404 (a CRD being registered again after an apiserver restart), a 5xx,
+ *     a 429, a cut, silence or a deadline back off as in rules 6 and 7 and stream again, and
+ *     anything but a clean close starts the count of clean closes again. `MODIFIED` and `DELETED`
+ *     before the end bookmark prove nothing either (a server may queue changes ahead of it). In
+ *     `"stream"` these are failures like rule 7. A 404 on the resource, in any mode, says once in
+ *     words that the server does not serve it and the CRD may not be installed.
  *
  * Rules 10–14 are the cache's (`sandboxCache.ts`); the others are decided here.
  *
@@ -66,7 +76,9 @@
  */
 import { Data, Duration } from "effect"
 import * as KubeError from "../KubeError.ts"
+import { apiVersion } from "../KubeResource.ts"
 import type { Status } from "../KubeStatus.ts"
+import { SandboxResource } from "../Sandbox.ts"
 
 // ---------------------------------------------------------------------------------------------
 // States
@@ -92,12 +104,27 @@ export type WatchState = Data.TaggedEnum<{
    * The cache cannot continue from any resourceVersion (the start, or the server said the one we
    * had is gone): the next round lists.
    */
-  NeedsList: { readonly reason: ListReason; readonly lists: ListKind }
+  NeedsList: {
+    readonly reason: ListReason
+    readonly lists: ListKind
+    /** Rule 18: streaming lists in a row the server closed cleanly before their end bookmark. */
+    readonly cleanCloses?: number
+    /** Rule 17: the `timeoutSeconds` the next streaming list asks for, when longer than the setting's. */
+    readonly streamTerm?: number
+    /** The 404's words were said (a later 404 in a row says less). */
+    readonly notFoundSaid?: true
+  }
   /**
    * The next round watches from `resourceVersion`, the newest heard. `oversizedAt` is the
    * resourceVersion a line over the cap was last met at (rule 15), if the last round ended so.
    */
-  Watching: { readonly resourceVersion: string; readonly oversizedAt: string | undefined; readonly lists: ListKind }
+  Watching: {
+    readonly resourceVersion: string
+    readonly oversizedAt: string | undefined
+    readonly lists: ListKind
+    /** The 404's words were said (a later 404 in a row says less). */
+    readonly notFoundSaid?: true
+  }
 }>
 
 export const WatchState = Data.taggedEnum<WatchState>()
@@ -214,10 +241,20 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
       // Only a streaming list's round ends so (handled above); a stray one changes nothing.
       return { next: state, pause: floor, restart: undefined, message: end.why }
     case "ListFailed":
-      return ofClientError(end.error, resumePoint(state), "list", settings)
+      return withNotFoundWords(
+        state,
+        end.error,
+        ofClientError(end.error, resumePoint(state), "list", settings),
+        settings
+      )
     case "WatchFailed":
       if (end.error._tag === "KubeLineTooLongError") return ofLineTooLong(state, end.resourceVersion, end.error)
-      return ofClientError(end.error, watching(end.resourceVersion, lists), "watch", settings)
+      return withNotFoundWords(
+        state,
+        end.error,
+        ofClientError(end.error, watching(end.resourceVersion, lists), "watch", settings),
+        settings
+      )
     case "ErrorEvent":
       return ofErrorEvent(end, lists, settings)
     case "Idle":
@@ -260,16 +297,47 @@ const resumePoint = (state: WatchState): WatchState =>
 
 const relist = (reason: ListReason, lists: ListKind): WatchState => WatchState.NeedsList({ reason, lists })
 
-/** Rule 18: the 4xx answers that say "not this request", as opposed to who we are or how fast we ask. */
+/**
+ * Rule 18: the answers that show the server cannot serve a streaming list, whenever it is asked:
+ * it refused the request's shape. 422 (the parameters fail its validation: 1.20's
+ * "resourceVersionMatch is forbidden for watch", a gate-off server's "sendInitialEvents is
+ * forbidden"), 400 (it cannot read them), 405 (it does not watch this way) and 415 (it cannot answer
+ * in the form asked) come again for the same request on any day. Not proof, because they pass or say
+ * nothing of streaming: 404 (a CRD being registered again after an apiserver restart, or not yet
+ * installed: a paged list gets the same 404), 401 and 403 (who we are), 409 and 410 (the
+ * resourceVersion), 429 and 5xx (load), and any failure without an answer.
+ */
 const refusesStreaming = (error: KubeError.KubeClientError): boolean =>
-  error._tag === "KubeStatusError" && [400, 404, 405, 415, 422].includes(error.code)
+  error._tag === "KubeStatusError" && [400, 405, 415, 422].includes(error.code)
+
+/** Rule 18: this many clean closes before the end bookmark in a row show the server does not stream. */
+export const CleanClosesProof = 3
 
 /**
- * A watch that lasted (nearly) its whole `timeoutSeconds`. For a streaming list, that is rule 18's
- * deadline: a server that streams sends its end bookmark as soon as the initial events are out.
+ * Rule 17: the longest term a streaming list asks for after ones ended at their term: an hour,
+ * the most kube-apiserver picks for a watch that names none (twice `--min-request-timeout`).
  */
-const ranItsTerm = (ranMillis: number, settings: MachineSettings): boolean =>
-  ranMillis >= settings.timeoutSeconds * 1000 * FullTermShare
+export const LongestStreamTerm = 3_600
+
+/** Rule 17: the `timeoutSeconds` the next streaming list asks for in this state. */
+export const streamTerm = (state: WatchState, settings: Pick<MachineSettings, "timeoutSeconds">): number =>
+  state._tag === "NeedsList" && state.streamTerm !== undefined ? state.streamTerm : settings.timeoutSeconds
+
+/**
+ * A watch that lasted (nearly) its whole `timeoutSeconds`, or the `term` asked. For a streaming
+ * list, that is rule 17's size problem: a server that streams sends its end bookmark as soon as the
+ * initial events are out.
+ */
+const ranItsTerm = (ranMillis: number, settings: MachineSettings, term = settings.timeoutSeconds): boolean =>
+  ranMillis >= term * 1000 * FullTermShare
+
+/** Rule 18: every list is paged from now on, at once, said once. */
+const toPages = (state: Extract<WatchState, { readonly _tag: "NeedsList" }>, why: string): Transition => ({
+  next: relist(state.reason, "paged"),
+  pause: none,
+  restart: "stream-unsupported",
+  message: `${why}; every list is paged from now on`
+})
 
 /** Rules 17 and 18: a streaming list's round ended before its end bookmark. */
 const ofUnfinishedStream = (
@@ -277,43 +345,120 @@ const ofUnfinishedStream = (
   end: RoundEnd,
   settings: MachineSettings
 ): Transition => {
-  const unsupported = end._tag === "StreamUnsupported"
+  const auto = settings.listMode === "auto"
+  const term = streamTerm(state, settings)
+  // The next streaming list: the count of clean closes starts again; a longer term is kept, so a
+  // list cut on its way can still finish next time.
+  const again = WatchState.NeedsList({
+    reason: state.reason,
+    lists: "stream",
+    ...(state.streamTerm === undefined ? {} : { streamTerm: state.streamTerm })
+  })
+  const refused = end._tag === "StreamUnsupported"
     ? end.why
     : end._tag === "WatchFailed" && refusesStreaming(end.error)
     ? `the server refused a streaming list (${end.error.message})`
-    : end._tag === "Closed" && ranItsTerm(end.ranMillis, settings)
-    ? `the server ran a streaming list's whole term (${settings.timeoutSeconds}s) without its end bookmark ` +
-      `(it ignored sendInitialEvents)`
     : undefined
-  if (unsupported !== undefined && settings.listMode === "auto") {
-    return {
-      next: relist(state.reason, "paged"),
-      pause: none,
-      restart: "stream-unsupported",
-      message: `${unsupported}; every list is paged from now on`
-    }
-  }
+  if (refused !== undefined && auto) return toPages(state, refused)
+  if (end._tag === "Closed") return ofUnfinishedClose(state, end, term, settings)
   if (end._tag === "WatchFailed") {
     // Rules 6, 7 and 9 hold as for a list: the draft is dropped, and the next list streams again.
-    return ofClientError(end.error, state, "list", settings)
+    return withNotFoundWords(state, end.error, ofClientError(end.error, again, "list", settings), settings)
   }
-  const said = unsupported ??
+  const said = refused ??
     (end._tag === "ErrorEvent"
       ? `the streaming list sent an ERROR before its end bookmark (${end.status.code ?? "no code"} ${
         end.status.reason ?? ""
       }: ${end.status.message ?? "no message"})`
       : end._tag === "Idle"
-      ? `the streaming list was silent for longer than ${settings.timeoutSeconds}s plus the idle margin before its end bookmark`
+      ? `the streaming list was silent for longer than ${term}s plus the idle margin before its end bookmark`
       : "the streaming list ended before its end bookmark")
   // A 429 inside the stream waits what the server asked, as rule 6 has it.
   const seconds = end._tag === "ErrorEvent" && end.status.code === 429
     ? end.status.details?.retryAfterSeconds
     : undefined
   return {
-    next: relist(state.reason, "stream"),
+    next: again,
     pause: seconds === undefined ? backoff : retryAfter(Duration.seconds(seconds), settings),
     restart: "stream-unfinished",
     message: `${said}; what it sent so far is dropped`
+  }
+}
+
+/**
+ * Rules 17 and 18: the server closed a streaming list cleanly before its end bookmark: at its term
+ * (too large to stream in it, or the parameters ignored), or early (a plain watch's answer, once
+ * is chance, three times in a row is the server's way).
+ */
+const ofUnfinishedClose = (
+  state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
+  end: Extract<RoundEnd, { readonly _tag: "Closed" }>,
+  term: number,
+  settings: MachineSettings
+): Transition => {
+  const auto = settings.listMode === "auto"
+  if (ranItsTerm(end.ranMillis, settings, term)) {
+    const why = `the server ended a streaming list at its timeoutSeconds (${term}s) before its end bookmark ` +
+      `(the list is too large to stream in that time over this link, or the server ignored sendInitialEvents)`
+    if (auto) return toPages(state, why)
+    const longer = Math.min(term * 2, Math.max(LongestStreamTerm, term))
+    return {
+      next: WatchState.NeedsList({ reason: state.reason, lists: "stream", streamTerm: longer }),
+      pause: backoff,
+      restart: "stream-unfinished",
+      message: `${why}; what it sent is dropped, and the next streaming list asks for ${longer}s`
+    }
+  }
+  const cleanCloses = (state.cleanCloses ?? 0) + 1
+  const closed = `the server closed ${
+    cleanCloses === 1 ? "a streaming list" : `${cleanCloses} streaming lists in a row`
+  } before the end bookmark, without an error`
+  if (auto && cleanCloses >= CleanClosesProof) {
+    return toPages(state, `${closed}: it answers sendInitialEvents as a plain watch (it does not stream lists)`)
+  }
+  return {
+    next: WatchState.NeedsList({
+      reason: state.reason,
+      lists: "stream",
+      cleanCloses,
+      ...(state.streamTerm === undefined ? {} : { streamTerm: state.streamTerm })
+    }),
+    pause: backoff,
+    restart: "stream-unfinished",
+    message: `${closed}; what it sent is dropped` + (auto
+      ? `; at ${CleanClosesProof} in a row every list is paged`
+      : cleanCloses >= CleanClosesProof
+      ? `; the server seems not to stream lists (listMode "auto" would page)`
+      : "")
+  }
+}
+
+/** The resource as a person names it: `sandboxes.jr2.dev/v1alpha1`. */
+const servedName = `${SandboxResource.plural}.${apiVersion(SandboxResource)}`
+
+/**
+ * A 404 on the resource, in any mode and round: says in words what it means the first time in a
+ * row, and in a few words after (the transition is otherwise the machine's, rule 7's back-off: a
+ * CRD being registered again after an apiserver restart comes back by itself).
+ */
+const withNotFoundWords = (
+  state: WatchState,
+  error: KubeError.KubeClientError,
+  transition: Transition,
+  settings: MachineSettings
+): Transition => {
+  if (error._tag !== "KubeStatusError" || error.code !== 404) return transition
+  const next = transition.next._tag === "NeedsList"
+    ? WatchState.NeedsList({ ...transition.next, notFoundSaid: true })
+    : WatchState.Watching({ ...transition.next, notFoundSaid: true })
+  return {
+    ...transition,
+    next,
+    message: state.notFoundSaid === true
+      ? `the server still does not serve ${servedName} in namespace "${settings.namespace}" (404)`
+      : `the server does not serve ${servedName} in namespace "${settings.namespace}" (404: ${error.message}): ` +
+        `the CustomResourceDefinition ${SandboxResource.plural}.${SandboxResource.group} may not be installed, or is ` +
+        `being registered again (an apiserver restart); the cache is kept and the watch goes on asking`
   }
 }
 

@@ -200,11 +200,16 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
     Effect.withSpan("SandboxWatch.list", { attributes: { ...loop.annotations, reason } })
   )
 
-/** A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16). */
+/**
+ * A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16), asking for
+ * `term` seconds (rule 17: longer after one the server ended at its term; the idle limit grows
+ * with it, the connection staying ours for as long).
+ */
 const watchOptions = (
   settings: WatchSettings,
   resourceVersion: string,
-  streaming: WatchMachine.ListReason | undefined
+  streaming: WatchMachine.ListReason | undefined,
+  term: number
 ): WatchOptions =>
   streaming === undefined
     ? {
@@ -225,8 +230,8 @@ const watchOptions = (
       sendInitialEvents: true,
       resourceVersionMatch: "NotOlderThan",
       allowWatchBookmarks: true,
-      timeoutSeconds: settings.timeoutSeconds,
-      idleTimeout: settings.idleLimit,
+      timeoutSeconds: term,
+      idleTimeout: Duration.sum(settings.idleLimit, Duration.seconds(term - settings.timeoutSeconds)),
       acceptGzip: settings.gzipStreamingLists
     }
 
@@ -365,7 +370,12 @@ const watchFrom = (
         const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
           SandboxResource,
           Sandbox,
-          watchOptions(loop.settings, resourceVersion, streaming)
+          watchOptions(
+            loop.settings,
+            resourceVersion,
+            streaming,
+            WatchMachine.streamTerm(loop.state.machine, loop.settings)
+          )
         ).pipe(
           applyEveryChunk((chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
             draft === undefined ? applyChunk(chunk) : fillDraft(chunk)

@@ -1,7 +1,8 @@
 /**
  * What stands before every handler of the simulated apiserver: the log of the requests it saw, the
- * faults a test queued, the bearer token and RBAC. A request is recorded first, then answered with
- * a queued fault, a 401 or a 403 when one applies, and only otherwise served.
+ * faults a test queued, the bearer token, RBAC and whether the resource is served at all. A request
+ * is recorded first, then answered with a queued fault, a 401, a 403 or a 404 when one applies, and
+ * only otherwise served.
  *
  * @internal
  */
@@ -82,6 +83,8 @@ export interface Access {
   faults: Array<PendingFault>
   /** The verbs RBAC refuses. */
   readonly forbidden: Set<Verb>
+  /** The resource is not served (its CRD is gone): every request for it is the apiserver's 404. */
+  withdrawn: boolean
 }
 
 /** The gate: the two things it changes, and what its refusals name. */
@@ -97,6 +100,17 @@ export interface Gate {
 
 const badGatewayHtml =
   "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete response.\n</body></html>\n"
+
+/**
+ * What kube-apiserver (1.20 and 1.37 alike, test/apiserver/crdReRegistered.test.ts) answers for a
+ * resource whose CRD is gone: not a Status, but Go's plain-text 404 of a path no handler serves.
+ */
+const notServed = () =>
+  HttpServerResponse.text("404 page not found\n", {
+    status: 404,
+    contentType: "text/plain; charset=utf-8",
+    headers: { "x-content-type-options": "nosniff" }
+  })
 
 /** The RBAC Status of a request its user may not make. */
 export const forbiddenStatus = (
@@ -223,6 +237,8 @@ export const guarded = (
             return Effect.succeed(statusResponse(unauthorized))
           }
           if (gate.access.forbidden.has(ctx.verb)) return Effect.succeed(statusResponse(forbiddenStatus(gate, ctx)))
+          // After authentication and authorization, as kube-apiserver routes only what passed both.
+          if (gate.access.withdrawn) return Effect.succeed(notServed())
           return serve(ctx)
         })
       )

@@ -31,15 +31,28 @@ export const serveList = (
     return Either.isLeft(answer) ? statusResponse(answer.left) : jsonResponse(200, encodeUnstructured(answer.right))
   })
 
+/** The query as a server that does not know streaming lists reads it: without their parameters. */
+const withoutStreamingParameters = (query: URLSearchParams): URLSearchParams => {
+  const kept = new URLSearchParams(query)
+  kept.delete("sendInitialEvents")
+  kept.delete("resourceVersionMatch")
+  return kept
+}
+
 export const serveWatch = (server: WatchServer, ctx: RequestContext) =>
   Effect.gen(function*() {
-    const request = watchRequestOf(ctx.query, server.watchList)
+    // A server that ignores `sendInitialEvents` answers a streaming list as a plain watch from now,
+    // and ends it at once, after what it had: nothing.
+    const ignored = server.ignoreSendInitialEvents && ctx.query.has("sendInitialEvents")
+    const request = watchRequestOf(ignored ? withoutStreamingParameters(ctx.query) : ctx.query, server.watchList)
     if (Either.isLeft(request)) return statusResponse(request.left)
     // The apiserver's default: a random time between its minimum request timeout and twice that.
     const timeoutSeconds = request.right.timeoutSeconds ?? (yield* Random.nextIntBetween(1800, 3600))
     const body = watchBody(
       server,
-      { ...request.right, timeoutSeconds },
+      ignored
+        ? { ...request.right, mode: "from", asked: server.store.resourceVersion, timeoutSeconds, endAtOnce: true }
+        : { ...request.right, timeoutSeconds },
       selects(ctx, request.right.selectors),
       NodeHttpServerRequest.toServerResponse(ctx.request)
     )

@@ -43,6 +43,8 @@ export interface WatchServer {
   /** Feature gates: streaming lists served; gzipped when the client accepts it. */
   readonly watchList: boolean
   readonly watchListCompression: boolean
+  /** A server that does not know `sendInitialEvents`: see the option of the same name. */
+  readonly ignoreSendInitialEvents: boolean
 }
 
 /** One line of a watch's body. */
@@ -72,7 +74,11 @@ export const closeWatches = (watches: Set<WatchHandle>): Effect.Effect<void> =>
 /** The body of one watch; `keep` is its selection. */
 export const watchBody = (
   server: WatchServer,
-  { allowBookmarks, asked, mode, timeoutSeconds }: WatchRequest & { readonly timeoutSeconds: number },
+  { allowBookmarks, asked, endAtOnce, mode, timeoutSeconds }: WatchRequest & {
+    readonly timeoutSeconds: number
+    /** The server ends the watch as soon as it has sent what it had (a server that answers so). */
+    readonly endAtOnce?: boolean
+  },
   keep: (object: KubeObject) => boolean,
   nodeResponse: Http.ServerResponse
 ): Stream.Stream<string> => {
@@ -131,6 +137,7 @@ export const watchBody = (
           if (line !== undefined) offer(handle, { _tag: "Line", text: line })
         })
         watches.add(handle)
+        if (endAtOnce === true) offer(handle, { _tag: "End" })
         return { _tag: "Open" as const, unsubscribe, fromRv }
       })
       if (registration._tag === "Expired") {
