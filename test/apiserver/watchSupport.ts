@@ -20,6 +20,7 @@ import type { WatchEvent } from "../../src/WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
+import { readTruth } from "./truthReads.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Objects and clients
@@ -85,10 +86,13 @@ export const seedPending = (
     return setPhase
   })
 
-/** The objects of `run`, as a fresh quorum list decodes them: the server's truth, by name. */
+/**
+ * The objects of `run`, as a fresh quorum list decodes them: the server's truth, by name. Read
+ * once the server serves it (`readTruth`: a restarted server's 429 is waited out, not a failure).
+ */
 export const truthOf = (client: KubeClient.KubeClientService, namespace: string, run: string) =>
   Effect.map(
-    client.listAll(SandboxResource, SandboxSchema, { namespace, labelSelector: `jr2.dev/run=${run}` }),
+    readTruth(client.listAll(SandboxResource, SandboxSchema, { namespace, labelSelector: `jr2.dev/run=${run}` })),
     (list) => new Map(list.items.map((s) => [s.metadata.name, s] as const))
   )
 
