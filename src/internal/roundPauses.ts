@@ -43,7 +43,7 @@ export interface PauseSteps {
 export const noSteps: PauseSteps = { backoffs: 0, relists: 0, unanswered: 0 }
 
 /** The steps after `pause` was taken. */
-export const stepAfter = (steps: PauseSteps, pause: WatchMachine.Pause): PauseSteps => {
+const stepAfter = (steps: PauseSteps, pause: WatchMachine.Pause): PauseSteps => {
   switch (pause._tag) {
     case "Reconnect":
       return { ...steps, unanswered: steps.unanswered + 1 }
