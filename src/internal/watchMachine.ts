@@ -44,8 +44,9 @@
  *  8. A watch that closes early having said nothing waits one back-off floor before it is asked
  *     again (client-go's "very short watch"): a beat, so a misbehaving server is not asked in a hot
  *     loop. One that ran (nearly) its whole term in silence is a quiet cluster: resume at once.
- *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh, and a 403's log line
- *     names the permission missing. Granting it heals the watch without a restart.
+ *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh,
+ *     and a 403's log line names the permission missing. Granting it heals the watch without a
+ *     restart.
  * 10. The first list is the reconcile: every name waited on is told, present or gone.
  * 11. A later list tells exactly the names whose object changed or went.
  * 12. `DELETED` tells the name gone (also how a Sandbox that stops matching the selector leaves).
