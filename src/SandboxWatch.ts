@@ -138,6 +138,14 @@ export interface SandboxWatchOptions {
   readonly backoffFloor?: Duration.DurationInput
   /** Default 30 s. */
   readonly backoffCap?: Duration.DurationInput
+  /**
+   * The longest pause before a server that gave no answer at all (refused, reset, timed out) is
+   * asked again: those pauses double from `backoffFloor` to this and stay there, so a server that
+   * is down is asked about once this long and a heal is noticed within about this long. An answer
+   * that is a failure (a 5xx) waits the back-off to `backoffCap` instead. Between `backoffFloor`
+   * and `backoffCap`. Default 1 s (or the nearer of those two).
+   */
+  readonly reconnectCap?: Duration.DurationInput | undefined
   /** Asked of the server on every watch. Default 240. */
   readonly timeoutSeconds?: number
   /** Silence longer than `timeoutSeconds` plus this means a dead connection. Default 30 s. */
@@ -174,11 +182,16 @@ export const metrics = WatchMetrics.metrics
 
 const settingsOf = (options: SandboxWatchOptions): Settings => {
   const timeoutSeconds = options.timeoutSeconds ?? 240
+  const floor = Duration.decode(options.backoffFloor ?? "500 millis")
+  const cap = Duration.decode(options.backoffCap ?? "30 seconds")
   return {
     namespace: options.namespace,
     labelSelector: options.labelSelector ?? DefaultLabelSelector,
-    floor: Duration.decode(options.backoffFloor ?? "500 millis"),
-    cap: Duration.decode(options.backoffCap ?? "30 seconds"),
+    floor,
+    cap,
+    reconnectCap: options.reconnectCap === undefined
+      ? Duration.clamp(Duration.seconds(1), { minimum: floor, maximum: cap })
+      : Duration.decode(options.reconnectCap),
     timeoutSeconds,
     idleLimit: Duration.sum(Duration.seconds(timeoutSeconds), Duration.decode(options.idleMargin ?? "30 seconds")),
     pageSize: options.pageSize ?? 500,
@@ -211,6 +224,16 @@ const problemsOf = (settings: Settings): Array<string> => {
   if (Duration.lessThan(settings.cap, settings.floor)) {
     problems.push(
       `backoffCap (${Duration.format(settings.cap)}) must be at least backoffFloor (${Duration.format(settings.floor)})`
+    )
+  }
+  if (
+    Duration.lessThan(settings.reconnectCap, settings.floor) ||
+    Duration.greaterThan(settings.reconnectCap, settings.cap)
+  ) {
+    problems.push(
+      `reconnectCap (${Duration.format(settings.reconnectCap)}) must be between backoffFloor (${
+        Duration.format(settings.floor)
+      }) and backoffCap (${Duration.format(settings.cap)})`
     )
   }
   if (!Duration.isFinite(settings.idleLimit)) problems.push("idleMargin must be finite")
@@ -299,6 +322,7 @@ export const layer = (options: SandboxWatchOptions): Layer.Layer<SandboxWatch, n
 /**
  * The options from `Config` — by default the environment: `SANDBOX_WATCH_NAMESPACE` (required),
  * `SANDBOX_WATCH_LABEL_SELECTOR`, `SANDBOX_WATCH_BACKOFF_FLOOR`, `SANDBOX_WATCH_BACKOFF_CAP`,
+ * `SANDBOX_WATCH_RECONNECT_CAP`,
  * `SANDBOX_WATCH_TIMEOUT_SECONDS`, `SANDBOX_WATCH_PAGE_SIZE`, `SANDBOX_WATCH_LIST_MODE` (auto, stream or paged),
  * `SANDBOX_WATCH_GZIP_STREAMING_LISTS`.
  */
@@ -307,6 +331,10 @@ export const config: Config.Config<SandboxWatchOptions> = Config.all({
   labelSelector: Config.string("SANDBOX_WATCH_LABEL_SELECTOR").pipe(Config.withDefault(DefaultLabelSelector)),
   backoffFloor: Config.duration("SANDBOX_WATCH_BACKOFF_FLOOR").pipe(Config.withDefault(Duration.millis(500))),
   backoffCap: Config.duration("SANDBOX_WATCH_BACKOFF_CAP").pipe(Config.withDefault(Duration.seconds(30))),
+  // No default here: unset, it is 1 s kept between the floor and the cap `make` was given.
+  reconnectCap: Config.option(Config.duration("SANDBOX_WATCH_RECONNECT_CAP")).pipe(
+    Config.map(Option.getOrUndefined)
+  ),
   timeoutSeconds: Config.integer("SANDBOX_WATCH_TIMEOUT_SECONDS").pipe(Config.withDefault(240)),
   pageSize: Config.integer("SANDBOX_WATCH_PAGE_SIZE").pipe(Config.withDefault(500)),
   listMode: Config.literal("auto", "stream", "paged")("SANDBOX_WATCH_LIST_MODE").pipe(Config.withDefault("auto")),

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import {
   Cause,
   Chunk,
+  ConfigProvider,
   Deferred,
   Duration,
   Effect,
@@ -197,21 +198,24 @@ describe("SandboxWatch", () => {
       )
     }))
 
-  it.scoped("5. a watch that says only ERROR re-lists after one back-off floor", () =>
+  it.scoped("5. a watch that says only ERROR re-lists at once the first time, and after one floor the second", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis" })
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.emit(errorEvent(500, "InternalError", "etcd is sad"))
+      // The server just answered: the first re-list goes now, no time passing.
+      yield* eventually(listCalls(kube), (lists) => lists.length === 2)
       yield* kube.respondList(fullList("12"))
+      const w2 = yield* kube.nextWatch
+      expect(w2.options.resourceVersion).toBe("12")
+      yield* w2.emit(errorEvent(500, "InternalError", "etcd is still sad"))
       yield* settle
       yield* TestClock.adjust("499 millis")
       yield* settle
-      expect((yield* listCalls(kube)).length).toBe(1)
-      yield* TestClock.adjust("1 millis")
-      const w2 = yield* kube.nextWatch
-      expect(w2.options.resourceVersion).toBe("12")
       expect((yield* listCalls(kube)).length).toBe(2)
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(listCalls(kube), (lists) => lists.length === 3)
     }))
 
   it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list; the back-off grows while they repeat, since a list alone is not a healthy stream", () =>
@@ -220,7 +224,7 @@ describe("SandboxWatch", () => {
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.fail(statusError(410, "Gone", "too old"))
-      yield* adjustAfterSleep(1000)
+      // The first re-list at once; the ones that repeat wait the floor, doubling.
       yield* kube.respondList(fullList("20"))
       const w2 = yield* kube.nextWatch
       expect(w2.options.resourceVersion).toBe("20")
@@ -232,35 +236,35 @@ describe("SandboxWatch", () => {
       )
       // The list that landed in between did not reset the back-off: a lagging apiserver is not
       // asked for a full list every floor.
-      yield* adjustAfterSleep(2000)
+      yield* adjustAfterSleep(1000)
       yield* kube.respondList(fullList("30"))
       const w3 = yield* kube.nextWatch
       expect(w3.options.resourceVersion).toBe("30")
       yield* w3.fail(statusError(410, "Gone", "too old"))
-      yield* adjustAfterSleep(4000)
+      yield* adjustAfterSleep(2000)
       yield* kube.respondList(fullList("40"))
-      // A watch that hears something is a healthy stream: the next 410 waits one floor again.
+      // A watch that hears something is a healthy stream: the next 410 re-lists at once again.
       const w4 = yield* kube.nextWatch
       yield* w4.emit(bookmark("41"))
       yield* w4.fail(statusError(410, "Gone", "too old"))
-      yield* adjustAfterSleep(1000)
       yield* kube.respondList(fullList("50"))
       const w5 = yield* kube.nextWatch
       expect(w5.options.resourceVersion).toBe("50")
       expect((yield* listCalls(kube)).length).toBe(5)
     }))
 
-  it.scoped("5. a watch that keeps saying only ERROR re-lists after a back-off that grows", () =>
+  it.scoped("5. a watch that keeps saying only ERROR re-lists at once, then after a back-off that grows", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis" })
       yield* kube.respondList(fullList("10"))
-      for (const [i, pause] of [500, 1000, 2000, 4000].entries()) {
+      for (const [i, pause] of [0, 500, 1000, 2000, 4000].entries()) {
         const w = yield* kube.nextWatch
         yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
-        yield* adjustAfterSleep(pause)
+        if (pause > 0) yield* adjustAfterSleep(pause)
+        yield* eventually(listCalls(kube), (lists) => lists.length === i + 2)
         yield* kube.respondList(fullList(String(20 + i)))
       }
-      expect((yield* listCalls(kube)).length).toBe(5)
+      expect((yield* listCalls(kube)).length).toBe(6)
     }))
 
   // -- rule 6 ------------------------------------------------------------------------------------
@@ -291,7 +295,7 @@ describe("SandboxWatch", () => {
 
   // -- rule 7 ------------------------------------------------------------------------------------
 
-  it.scoped("7. other failures back off from the floor, doubling to the cap, and a healthy stream resets it", () =>
+  it.scoped("7. failures the server answered back off from the floor, doubling to the cap, and a healthy stream resets it", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "4 seconds" })
       yield* kube.respondList(fullList("10"))
@@ -299,7 +303,7 @@ describe("SandboxWatch", () => {
       yield* w.emit(bookmark("11"))
       const delays: Array<number> = []
       for (let i = 0; i < 6; i++) {
-        yield* w.fail(i % 2 === 0 ? transportError() : statusError(500, "InternalError", "boom"))
+        yield* w.fail(i % 2 === 0 ? statusError(503, "ServiceUnavailable", "boom") : statusError(500, "", "<html>"))
         const delay = yield* nextPause()
         delays.push(delay)
         yield* TestClock.adjust(Duration.millis(delay))
@@ -310,7 +314,7 @@ describe("SandboxWatch", () => {
       expect(delays).toEqual([500, 1000, 2000, 4000, 4000, 4000])
       // a healthy stream (an event arrived) resets the back-off to the floor
       yield* w.emit(bookmark("12"))
-      yield* w.fail(transportError())
+      yield* w.fail(statusError(500, "InternalError", "boom"))
       expect(yield* nextPause()).toBe(500)
       expect((yield* listCalls(kube)).length).toBe(1)
     }))
@@ -322,7 +326,7 @@ describe("SandboxWatch", () => {
       let w = yield* kube.nextWatch
       const delays: Array<number> = []
       const failSilently = Effect.gen(function*() {
-        yield* w.fail(transportError())
+        yield* w.fail(statusError(500, "InternalError", "etcdserver: request timed out"))
         const delay = yield* nextPause()
         delays.push(delay)
         yield* TestClock.adjust(Duration.millis(delay))
@@ -352,13 +356,161 @@ describe("SandboxWatch", () => {
         const { kube } = yield* start({ backoffFloor: "1 second", jitter: true })
         yield* kube.respondList(fullList("10"))
         const w = yield* kube.nextWatch
-        yield* w.fail(transportError())
+        yield* w.fail(statusError(500, "InternalError", "boom"))
         return yield* nextPause()
       })
       const first = yield* Effect.scoped(run).pipe(Effect.withRandom(Random.make("seed")))
       expect(first).toBeGreaterThanOrEqual(800)
       expect(first).toBeLessThanOrEqual(1200)
       expect(first).not.toBe(1000)
+    }))
+
+  // -- back in step soon after a fault heals (issue 42, item 9) ----------------------------------
+
+  it.scoped("7. two minutes of refused connections, then the server back: asked once a second during it, back within a second", () =>
+    Effect.gen(function*() {
+      // The defaults a user gets: floor 500 ms, cap 30 s, reconnectCap 1 s.
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "9")))
+      const a = yield* subscribe(watch.changes("a"))
+      let w = yield* kube.nextWatch
+      yield* w.emit(bookmark("11"))
+      const outageStart = yield* TestClock.currentTimeMillis
+      const outageEnd = outageStart + 120_000
+      const pauses: Array<number> = []
+      // Every request during the outage is refused; the first one at or after its end is answered.
+      while ((yield* TestClock.currentTimeMillis) < outageEnd) {
+        yield* w.fail(transportError("connect ECONNREFUSED 127.0.0.1:6443"))
+        const pause = yield* nextPause()
+        pauses.push(pause)
+        yield* TestClock.adjust(Duration.millis(pause))
+        w = yield* kube.nextWatch
+        expect(w.options.resourceVersion).toBe("11")
+      }
+      const askedAfterHeal = (yield* TestClock.currentTimeMillis) - outageEnd
+      // The first retry is one floor (a blip heals in half a second); then once a second, no more often.
+      expect(pauses[0]).toBe(500)
+      expect(pauses.slice(1).every((p) => p === 1000)).toBe(true)
+      // 0.5 s, then 120 one-second pauses: the last one ends half a second after the heal.
+      expect(pauses.length).toBe(121)
+      expect(askedAfterHeal).toBeLessThanOrEqual(1000)
+      // The healed server's change is told as soon as it is said; nothing was re-listed.
+      yield* w.emit(modified(sandbox("a", "15", "Ready")))
+      yield* eventually(a.told, (t) => t.length === 2)
+      expect(yield* a.told).toEqual(["a@9:Pending", "a@15:Ready"])
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  it.scoped("5, 7. a 410 right after an outage (the first answer) re-lists at once, however long the outage was", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10", sandbox("a", "9"), sandbox("b", "8")))
+      const b = yield* subscribe(watch.changes("b"))
+      let w = yield* kube.nextWatch
+      yield* w.emit(bookmark("11"))
+      for (let i = 0; i < 40; i++) {
+        yield* w.fail(transportError("read ECONNRESET"))
+        yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+        w = yield* kube.nextWatch
+      }
+      const answered = yield* TestClock.currentTimeMillis
+      yield* w.fail(statusError(410, "Expired", "too old resource version: 11 (80)"))
+      // The list is asked with no time passing: `eventually` lets no test time go by.
+      yield* eventually(listCalls(kube), (lists) => lists.length === 2)
+      yield* kube.respondList(fullList("90", sandbox("a", "9")))
+      yield* kube.nextWatch
+      yield* eventually(b.told, (t) => t.length === 2)
+      expect(yield* b.told).toEqual(["b@8:Pending", "gone"])
+      expect(yield* TestClock.currentTimeMillis).toBe(answered)
+    }))
+
+  it.scoped("5. 410s that repeat after the outage's re-list back off growing, counted apart from the outage", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis" })
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      yield* w.emit(bookmark("11"))
+      for (let i = 0; i < 10; i++) {
+        yield* w.fail(transportError())
+        yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+        w = yield* kube.nextWatch
+      }
+      const relistPauses: Array<number> = []
+      for (let i = 0; i < 5; i++) {
+        yield* w.fail(statusError(410, "Gone", "too old"))
+        const before = (yield* listCalls(kube)).length
+        const pause = i === 0 ? 0 : yield* nextPause()
+        relistPauses.push(pause)
+        if (pause > 0) yield* TestClock.adjust(Duration.millis(pause))
+        yield* eventually(listCalls(kube), (lists) => lists.length === before + 1)
+        yield* kube.respondList(fullList(String(20 + i)))
+        w = yield* kube.nextWatch
+      }
+      expect(relistPauses).toEqual([0, 500, 1000, 2000, 4000])
+    }))
+
+  it.scoped("7. refusals do not grow the back-off of answered failures, and any answer ends a row of refusals", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "30 seconds", reconnectCap: "2 seconds" })
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      yield* w.emit(bookmark("11"))
+      const delays: Array<number> = []
+      const failWith = (error: Parameters<typeof w.fail>[0]) =>
+        Effect.gen(function*() {
+          yield* w.fail(error)
+          const delay = yield* nextPause()
+          delays.push(delay)
+          yield* TestClock.adjust(Duration.millis(delay))
+          w = yield* kube.nextWatch
+        })
+      for (let i = 0; i < 5; i++) yield* failWith(transportError())
+      yield* failWith(statusError(503, "ServiceUnavailable", "the apiserver is shutting down"))
+      yield* failWith(transportError())
+      yield* failWith(transportError())
+      yield* failWith(statusError(500, "InternalError", "boom"))
+      // Refused: 500 doubling to the reconnect cap (2 s); the 503 starts the back-off at its floor;
+      // the refusals after it start their row again; the 500 is the back-off's second step.
+      expect(delays).toEqual([500, 1000, 2000, 2000, 2000, 500, 500, 1000, 1000])
+    }))
+
+  it.scoped("7. with jitter, a server that gives no answer is never asked more than once a reconnectCap", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ jitter: true })
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      const delays: Array<number> = []
+      for (let i = 0; i < 12; i++) {
+        yield* w.fail(transportError("connect ECONNREFUSED 127.0.0.1:6443"))
+        const delay = yield* nextPause()
+        delays.push(delay)
+        yield* TestClock.adjust(Duration.millis(delay))
+        w = yield* kube.nextWatch
+      }
+      for (const delay of delays.slice(1)) {
+        expect(delay).toBeGreaterThanOrEqual(1000)
+        expect(delay).toBeLessThanOrEqual(1250)
+      }
+      expect(new Set(delays.slice(1)).size).toBeGreaterThan(1)
+    }).pipe(Effect.withRandom(Random.make("reconnect"))))
+
+  it.scoped("7. a row of refusals is said as it starts and at 2, 4, 8 in a row, not once a second", () =>
+    Effect.gen(function*() {
+      const logs = yield* captureLogs
+      const { kube } = yield* start().pipe(Effect.provide(logs.layer))
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      for (let i = 0; i < 10; i++) {
+        yield* w.fail(transportError("connect ECONNREFUSED 127.0.0.1:6443"))
+        yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+        w = yield* kube.nextWatch
+      }
+      expect((yield* logs.lines).filter((line) => line.includes("ECONNREFUSED"))).toEqual([
+        "connect ECONNREFUSED 127.0.0.1:6443; resuming from resourceVersion 10 in 500ms",
+        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 2 times in a row); resuming from resourceVersion 10 in 1s",
+        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 4 times in a row); resuming from resourceVersion 10 in 1s",
+        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 8 times in a row); resuming from resourceVersion 10 in 1s"
+      ])
     }))
 
   it.scoped("7. a malformed line resumes from the last good resourceVersion after a back-off", () =>
@@ -548,10 +700,10 @@ describe("SandboxWatch", () => {
       yield* Ref.set(all, [])
       const w = yield* kube.nextWatch
       yield* w.emit(errorEvent(410, "Expired", "too old"))
+      // Rule 5: the first re-list since the watch heard something goes at once.
       yield* kube.respondList(
         fullList("40", sandbox("same", "1"), sandbox("changes", "33", "Ready"), sandbox("comes", "35"))
       )
-      yield* adjustAfterSleep(500)
       yield* kube.nextWatch
       yield* eventually(comes.told, (t) => t.length === 2)
       expect(yield* same.told).toEqual(["same@1:Pending"])
@@ -674,8 +826,9 @@ describe("SandboxWatch", () => {
       yield* w.fail(transportError("connect ECONNREFUSED 127.0.0.1:6443"))
       yield* adjustAfterSleep(500)
       w = yield* kube.nextWatch
+      // An answer that is a failure: the back-off, which the refusal before it did not grow.
       yield* w.fail(statusError(500, "", "502 page", {}))
-      yield* adjustAfterSleep(1000)
+      yield* adjustAfterSleep(500)
       w = yield* kube.nextWatch
       yield* w.emit({
         type: "UNDECODABLE",
@@ -690,7 +843,6 @@ describe("SandboxWatch", () => {
       expect((yield* watch.health).cached).toBe(1)
       // an undecodable object in a re-list keeps its cached value too
       yield* w.emit(errorEvent(410, "Expired", "too old"))
-      yield* adjustAfterSleep(500)
       yield* kube.respondList(
         Either.right({
           items: [],
@@ -897,7 +1049,6 @@ describe("SandboxWatch", () => {
       // A later re-list, failed here, does not take it back, and a late caller completes at once.
       const w = yield* kube.nextWatch
       yield* w.fail(statusError(410, "Gone", "too old"))
-      yield* TestClock.adjust(yield* nextPause())
       yield* kube.respondList(Either.left(transportError()))
       yield* watch.synced
       expect((yield* watch.health).synced).toBe(true)
@@ -1092,9 +1243,28 @@ describe("SandboxWatch", () => {
       expect(yield* build({ backoffFloor: "2 seconds", backoffCap: "1 second" })).toContain(
         "backoffCap (1s) must be at least backoffFloor (2s)"
       )
+      expect(yield* build({ reconnectCap: "100 millis" })).toContain(
+        "reconnectCap (100ms) must be between backoffFloor (500ms) and backoffCap (30s)"
+      )
+      expect(yield* build({ backoffCap: "5 seconds", reconnectCap: "6 seconds" })).toContain(
+        "reconnectCap (6s) must be between backoffFloor (500ms) and backoffCap (5s)"
+      )
+      // Unset, it is 1 s kept between the floor and the cap, whatever they are.
+      expect(yield* build({ backoffFloor: "2 seconds", backoffCap: "4 seconds" })).toBe("built")
+      expect(yield* build({ backoffFloor: "10 millis", backoffCap: "100 millis" })).toBe("built")
       // Nothing was asked of the server by a watch that did not build.
       expect(yield* listCalls(kube)).toEqual([])
       expect(yield* build({ timeoutSeconds: 1, pageSize: 1, backoffFloor: "1 millis" })).toBe("built")
+    }))
+
+  it.effect("config reads SANDBOX_WATCH_RECONNECT_CAP, and leaves it unset when absent", () =>
+    Effect.gen(function*() {
+      const read = (entries: ReadonlyArray<readonly [string, string]>) =>
+        Effect.withConfigProvider(SandboxWatch.config, ConfigProvider.fromMap(new Map(entries)))
+      const set = yield* read([["SANDBOX_WATCH_NAMESPACE", "ns"], ["SANDBOX_WATCH_RECONNECT_CAP", "2 seconds"]])
+      expect(set.reconnectCap).toEqual(Duration.seconds(2))
+      const unset = yield* read([["SANDBOX_WATCH_NAMESPACE", "ns"]])
+      expect(unset.reconnectCap).toBeUndefined()
     }))
 
   it.scoped("the cached-Sandboxes gauge follows watch events, not only lists", () =>

@@ -82,12 +82,20 @@ const rows: ReadonlyArray<Row> = [
     restart: undefined
   },
   {
-    rule: "1. a list that failed: list again after the back-off",
+    rule: "1, 7. a list that got no answer: list again at the reconnect pace",
     from: listing("expired"),
     end: End.ListFailed({ error: transportError() }),
     next: "list(expired)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
+  },
+  {
+    rule: "1, 7. a list the server answered with a 503: list again after the back-off",
+    from: listing("expired"),
+    end: End.ListFailed({ error: statusError(503, "ServiceUnavailable", "the apiserver is not ready yet") }),
+    next: "list(expired)",
+    pause: "backoff",
+    restart: "503"
   },
   {
     rule: "3. the server closed a watch that spoke: resume at once from the newest, no re-list",
@@ -114,11 +122,11 @@ const rows: ReadonlyArray<Row> = [
     restart: "expired"
   },
   {
-    rule: "5. a watch that said only an ERROR 410: re-list after the back-off",
+    rule: "5. a watch that said only an ERROR 410: re-list at the re-list pace (at once the first time)",
     from: watching("10"),
     end: End.ErrorEvent({ status: errorEvent(410, "Gone"), resourceVersion: "10", heard: false }),
     next: "list(expired)",
-    pause: "backoff",
+    pause: "relist",
     restart: "expired"
   },
   {
@@ -130,19 +138,27 @@ const rows: ReadonlyArray<Row> = [
     restart: "error-event"
   },
   {
-    rule: "5. a 410 on the watch request: re-list after the back-off",
+    rule: "5. a 410 on the watch request (the first answer after an outage): re-list at the re-list pace",
     from: watching("10"),
     end: End.WatchFailed({ error: statusError(410, "Gone", "too old"), resourceVersion: "10", heard: false }),
+    next: "list(expired)",
+    pause: "relist",
+    restart: "expired"
+  },
+  {
+    rule: "5. a list that itself fails with 410 (its continue token expired again): the back-off",
+    from: listing("expired"),
+    end: End.ListFailed({ error: statusError(410, "Expired", "the continue token expired") }),
     next: "list(expired)",
     pause: "backoff",
     restart: "expired"
   },
   {
-    rule: "5. a too-large resourceVersion (504): re-list after the back-off",
+    rule: "5. a too-large resourceVersion (504): re-list at the re-list pace",
     from: watching("20"),
     end: End.WatchFailed({ error: tooLarge, resourceVersion: "20", heard: false }),
     next: "list(too-large-resource-version)",
-    pause: "backoff",
+    pause: "relist",
     restart: "too-large-resource-version"
   },
   {
@@ -210,11 +226,11 @@ const rows: ReadonlyArray<Row> = [
     restart: "429"
   },
   {
-    rule: "7. a transport failure: the back-off, resume from the newest good resourceVersion",
+    rule: "7. no answer (a transport failure): the reconnect pace, resume from the newest good resourceVersion",
     from: watching("10"),
     end: End.WatchFailed({ error: transportError(), resourceVersion: "14", heard: true }),
     next: "watch(14)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
   },
   {
@@ -359,7 +375,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     from: watchingAfterStream("30"),
     end: End.WatchFailed({ error: transportError(), resourceVersion: "34", heard: true }),
     next: "watch(34, lists streamed)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
   },
   {
@@ -390,12 +406,12 @@ const streamRows: ReadonlyArray<StreamRow> = [
     restart: "stream-unfinished"
   },
   {
-    rule: "17. a connection that dies before the end bookmark: stream again after the back-off, never resume",
+    rule: "17. a connection that dies before the end bookmark: stream again at the reconnect pace, never resume",
     settings: auto,
     from: streaming(),
     end: End.WatchFailed({ error: transportError(), resourceVersion: "25", heard: true }),
     next: "stream(initial)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
   },
   {

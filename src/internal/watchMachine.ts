@@ -16,21 +16,37 @@
  *  3. The server closes a watch that said something: resume at once from the newest
  *     resourceVersion, no re-list.
  *  4. Silence longer than `timeoutSeconds` plus the idle margin: the connection is dead; resume at once.
- *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the request:
- *     re-list. After a watch that said something first, at once; otherwise after the back-off, which
- *     grows while they repeat (a list alone is not a healthy stream).
+ *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the watch request:
+ *     re-list. The first re-list since a watch last heard something goes at once: the server has
+ *     just answered, and only a list can go on (after an outage, the 410 that ends it is the first
+ *     answer). While re-lists repeat with no watch hearing anything in between, each waits the
+ *     re-list back-off, counted on its own: the floor, doubling to the cap (a list alone is not a
+ *     healthy stream, so a lagging or compacting apiserver is not asked for a full list in a loop).
+ *     A list that itself fails so waits rule 7's back-off.
  *  6. A 429, on the request or as an `ERROR` event: wait the server's `Retry-After` (no less than the
  *     back-off floor, no more than its cap; the back-off when it names none) and resume. No re-list:
  *     throttling says nothing about the resourceVersion, and a full list is what an overloaded server
  *     needs least.
- *  7. Anything else (refused, reset, 5xx, an HTML page, a malformed or truncated line): the
- *     back-off, from the floor doubling to the cap with jitter, reset only when a watch hears
- *     something; resume from the newest good resourceVersion.
+ *  7. Anything else: resume from the newest good resourceVersion, at one of two paces, told apart
+ *     by whether the server answered.
+ *     - No answer at all (refused, reset, a TLS or DNS failure, a deadline: a transport error):
+ *       the reconnect pace, from the floor doubling to `reconnectCap` (1 s by default) and staying
+ *       there, spread upward only. A server that is down is asked about once a second, no more,
+ *       and once it is back the watch notices within about a second (the predecessor's cap of
+ *       30 s kept a healed server waiting up to that long). A row of them is logged as it starts
+ *       and at 2, 4, 8, ... in a row.
+ *     - An answer that is a failure (a 5xx, an HTML page, a malformed line, a body too large; 401
+ *       and 403, rule 9): the back-off, from the floor doubling to the cap with ±20% jitter. A
+ *       server that answers but fails is struggling, and is given room.
+ *     Each pace counts only its own pauses, and so does rule 5's: an outage's refusals do not grow
+ *     the back-off, and any answer, even a failure, is proof the server is reachable and ends a
+ *     row of no answers. All of them start afresh when a watch hears something.
  *  8. A watch that closes early having said nothing waits one back-off floor before it is asked
  *     again (client-go's "very short watch"): a beat, so a misbehaving server is not asked in a hot
  *     loop. One that ran (nearly) its whole term in silence is a quiet cluster: resume at once.
- *  9. 401 and 403 back off like rule 7; the client reads credentials afresh, and a 403's log line
- *     names the permission missing. Granting it heals the watch without a restart.
+ *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh,
+ *     and a 403's log line names the permission missing. Granting it heals the watch without a
+ *     restart.
  * 10. The first list is the reconcile: every name waited on is told, present or gone.
  * 11. A later list tells exactly the names whose object changed or went.
  * 12. `DELETED` tells the name gone (also how a Sandbox that stops matching the selector leaves).
@@ -146,8 +162,21 @@ export type Pause = Data.TaggedEnum<{
   None: {}
   /** One back-off floor, whatever the back-off has grown to; it does not grow it. */
   Floor: {}
-  /** The exponential back-off: the floor, doubling to the cap, reset when a watch hears something. */
+  /**
+   * Rule 7, the server answered with a failure: the back-off, the floor doubling to the cap; it
+   * grows with each, and starts afresh when a watch hears something.
+   */
   Backoff: {}
+  /**
+   * Rule 7, no answer at all: the reconnect pace, the floor doubling to `reconnectCap`, for as long
+   * as nothing answers; it does not grow the back-off.
+   */
+  Reconnect: {}
+  /**
+   * Rule 5, a re-list the server asked for: at once the first time since a watch heard something,
+   * then the back-off, growing while re-lists repeat (counted apart from `Backoff`).
+   */
+  Relist: {}
   /** What the server asked for, already clamped to [floor, cap]. */
   RetryAfter: { readonly delay: Duration.Duration }
 }>
@@ -157,6 +186,8 @@ export const Pause = Data.taggedEnum<Pause>()
 const none: Pause = Pause.None()
 const floor: Pause = Pause.Floor()
 const backoff: Pause = Pause.Backoff()
+const reconnect: Pause = Pause.Reconnect()
+const relistPause: Pause = Pause.Relist()
 
 // ---------------------------------------------------------------------------------------------
 // How a round ends
@@ -473,13 +504,14 @@ const ofClientError = (
   settings: MachineSettings
 ): Transition => {
   const at = resume._tag === "Watching" ? ` ${resume.resourceVersion}` : ""
-  // Rule 5: the resourceVersion is gone; only a list can go on. The back-off, because an
-  // apiserver that keeps answering so is lagging or compacting, and a full list is its dearest
-  // request.
+  // Rule 5: the resourceVersion is gone; only a list can go on. At once the first time; the
+  // re-list back-off while they repeat, because an apiserver that keeps answering so is lagging or
+  // compacting, and a full list is its dearest request. A list that fails so waits the back-off.
+  const relistAfter = during === "watch" ? relistPause : backoff
   if (KubeError.isExpired(error)) {
     return {
       next: relist("expired", resume.lists),
-      pause: backoff,
+      pause: relistAfter,
       restart: "expired",
       message: `resourceVersion${at} expired (${error.message})`
     }
@@ -487,7 +519,7 @@ const ofClientError = (
   if (KubeError.isTooLargeResourceVersion(error)) {
     return {
       next: relist("too-large-resource-version", resume.lists),
-      pause: backoff,
+      pause: relistAfter,
       restart: "too-large-resource-version",
       message: `the server has not reached resourceVersion${at} yet (${error.message})`
     }
@@ -522,8 +554,13 @@ const ofClientError = (
         `watch on sandboxes.jr2.dev (RBAC); the watch heals without a restart once it may (${error.message})`
     }
   }
-  // Rule 7.
-  return { next: resume, pause: backoff, restart: restartReason(error), message: error.message }
+  // Rule 7: no answer at all, or an answer that is a failure.
+  return {
+    next: resume,
+    pause: error._tag === "KubeTransportError" ? reconnect : backoff,
+    restart: restartReason(error),
+    message: error.message
+  }
 }
 
 const restartReason = (error: KubeError.KubeClientError): string => {
@@ -579,8 +616,9 @@ const ofErrorEvent = (
     }
   }
   // After a watch that spoke the stream was healthy: re-list at once. One that said only the
-  // ERROR waits the back-off, so a server that keeps answering so is not asked in a hot loop.
-  const pause = heard ? none : backoff
+  // ERROR waits the re-list back-off (none the first time), so a server that keeps answering so is
+  // not asked in a hot loop.
+  const pause = heard ? none : relistPause
   return KubeError.isExpiredStatus(status)
     ? {
       next: relist("expired", lists),

@@ -33,7 +33,7 @@ import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
 import { DefaultMaxListItems, ListDraft } from "./listDraft.ts"
 import type { Listing } from "./listPaging.ts"
-import { delayOf, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
+import { delayOf, noSteps, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
 import * as WatchMachine from "./watchMachine.ts"
 import {
   countEvents,
@@ -50,6 +50,8 @@ export interface WatchSettings extends WatchMachine.MachineSettings {
   readonly idleLimit: Duration.Duration
   readonly pageSize: number
   readonly jitter: boolean
+  /** Rule 7: the longest pause before a server that gave no answer at all is asked again. */
+  readonly reconnectCap: Duration.Duration
   readonly listMode: WatchMachine.ListMode
   readonly gzipStreamingLists: boolean
 }
@@ -453,7 +455,7 @@ const afterDefect = (loop: WatchLoop, cause: Cause.Cause<RoundFailure>): Effect.
   Effect.catchAll(settle(loop, WatchMachine.RoundEnd.Defect()), ({ transition }) =>
     Effect.gen(function*() {
       loop.state.failureAfterYield = undefined
-      const delay = yield* delayOf(loop.settings, transition.pause, loop.settings.cap)
+      const delay = yield* delayOf(loop.settings, transition.pause, noSteps)
       yield* Effect.logError(
         `${transition.message}; ${WatchMachine.describeNext(transition.next)} in ${Duration.format(delay)}`,
         cause

@@ -20,6 +20,7 @@ import * as SimulatedApiServer from "../../src/SimulatedApiServer.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import * as Facts from "./ApiServerFacts.ts"
+import { readTruth } from "./truthReads.ts"
 import type { Recorder } from "./watchSupport.ts"
 import { clientOn, recordAll, recordChanges, sandboxBody, versionOf, waitFor } from "./watchSupport.ts"
 
@@ -103,7 +104,7 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
     // Not selected, and after every selected name: a full page of the selection is followed by
     // an empty one (etcd pages keys, not matches).
     yield* admin.create(SandboxResource, ns, sandboxBody(ns, "dif-z", `${run}-other`))
-    const start = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
+    const start = yield* readTruth(admin.list(SandboxResource, Raw, { namespace: ns, labelSelector }))
     expect(start.items).toEqual([])
 
     // The raw watch: every event, in order.
@@ -271,7 +272,7 @@ const script = (connection: KubeClient.KubeClientService, watchClient: KubeClien
       "the raw watch hearing dif-d go"
     )
     expect(BigInt(heard.at(-1)!.rv)).toBeGreaterThan(BigInt(lastRv))
-    const finalList = yield* admin.listAll(SandboxResource, Raw, { namespace: ns, labelSelector, limit: 2 })
+    const finalList = yield* readTruth(admin.listAll(SandboxResource, Raw, { namespace: ns, labelSelector, limit: 2 }))
     const allTold = yield* all.told
     const told: Record<string, ReadonlyArray<unknown>> = {}
     for (const name of names) told[name] = (yield* recorders[name]!.told).map((t) => toldNormal(t.sandbox))
@@ -316,7 +317,7 @@ const bookmarks = (admin: KubeClient.KubeClientService, bookmarkRun: string) =>
     const other = `${bookmarkRun}-out`
     yield* admin.create(SandboxResource, ns, sandboxBody(ns, selected, bookmarkRun))
     yield* admin.create(SandboxResource, ns, sandboxBody(ns, other, `${bookmarkRun}-other`))
-    const start = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
+    const start = yield* readTruth(admin.list(SandboxResource, Raw, { namespace: ns, labelSelector }))
     const options = (timeoutSeconds: number) => ({
       namespace: ns,
       labelSelector,
@@ -434,7 +435,7 @@ const streamingList = (admin: KubeClient.KubeClientService, run: string) =>
   Effect.gen(function*() {
     const labelSelector = `jr2.dev/run=${run}`
     for (const name of ["c", "a", "b"]) yield* admin.create(SandboxResource, ns, sandboxBody(ns, `${run}-${name}`, run))
-    const listed = yield* admin.list(SandboxResource, Raw, { namespace: ns, labelSelector })
+    const listed = yield* readTruth(admin.list(SandboxResource, Raw, { namespace: ns, labelSelector }))
     const newest = Math.max(...listed.items.map((i) => Number(i.metadata.resourceVersion)))
     const seen: Array<string> = []
     let changed = false

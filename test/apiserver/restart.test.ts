@@ -10,7 +10,8 @@ import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Http } from "./ApiServerFacts.ts"
-import { clientOn, falselyGone, poll, probe, recordAll, seedPending } from "./watchSupport.ts"
+import { readTruth } from "./truthReads.ts"
+import { backInStep, clientOn, falselyGone, poll, probe, recordAll, seedPending } from "./watchSupport.ts"
 
 const facts = Facts.load()
 const ns = facts.namespace
@@ -98,22 +99,24 @@ describe("real kube-apiserver restart", () => {
         const names = ["warm-a", "warm-b"]
         const admin = yield* clientOn(Facts.connection(facts))
         const setPhase = yield* seedPending(admin, ns, run, names)
-        const watchOn = (client: KubeClient.KubeClientService) =>
+        const watchOn = (client: KubeClient.KubeClientService, pauses: Partial<SandboxWatch.SandboxWatchOptions>) =>
           SandboxWatch.make({
             namespace: ns,
             labelSelector: `jr2.dev/run=${run}`,
-            backoffFloor: "50 millis",
-            backoffCap: "5 seconds",
-            jitter: false,
+            ...pauses,
             // These tests read the paged list's requests; streamingList.test.ts has the streaming lists.
             listMode: "paged"
           }).pipe(Effect.provideService(KubeClient.KubeClient, client))
-        const synced = yield* watchOn(yield* clientOn(Facts.connection(facts)))
+        // The watch open across the crash has the pauses a user gets: how soon it is back is printed.
+        const synced = yield* watchOn(yield* clientOn(Facts.connection(facts)), {})
         yield* synced.synced
         const before = yield* recordAll(synced)
         yield* before.awaitShorts(names.length)
 
         yield* Facts.restartApiServer(facts, "SIGKILL")
+        const restarted = Date.now()
+        // A change the moment the server says ready (the write, too, waits until it is served).
+        yield* readTruth(setPhase("warm-b", "Restarted"))
         // Started the moment the server says ready: 1.37's watch cache may not have caught up yet.
         const lines = yield* Ref.make<ReadonlyArray<string>>([])
         const logger = Logger.make(({ message }) => {
@@ -122,12 +125,16 @@ describe("real kube-apiserver restart", () => {
           )
         })
         const wire = yield* probe(yield* clientOn(Facts.connection(facts)))
-        const starting = yield* watchOn(wire.client).pipe(
+        const starting = yield* watchOn(wire.client, {
+          backoffFloor: "50 millis",
+          backoffCap: "5 seconds",
+          jitter: false
+        }).pipe(
           Effect.provide(Logger.replace(Logger.defaultLogger, logger))
         )
         const after = yield* recordAll(starting)
         yield* starting.synced
-        expect(yield* after.awaitShorts(names.length)).toEqual(names.map((n) => `${n}:Pending`))
+        expect(yield* after.awaitShorts(names.length)).toEqual(["warm-a:Pending", "warm-b:Restarted"])
         const log = yield* wire.await((l) => l.watches.at(-1)?.outcome === "open", "the new watch to open")
         const refusals = [...log.lists.map((l) => l.outcome), ...log.watches.map((w) => w.outcome)]
           .filter((o) => o !== "open" && !(typeof o === "object" && o._tag === "Listed"))
@@ -144,6 +151,7 @@ describe("real kube-apiserver restart", () => {
         for (const line of waits) expect(line).toMatch(/Retry-After \d+s/)
         expect((yield* starting.health).relists).toBe(0)
 
+        yield* backInStep(`restart, a watch open across a SIGKILL (kube-apiserver ${facts.version})`, before, restarted)
         // Both hear a change; the one synced before the crash never told a Sandbox gone.
         const ready = yield* setPhase("warm-a", "Ready")
         yield* before.awaitLast("warm-a", ready)

@@ -20,6 +20,7 @@ import type { WatchEvent } from "../../src/WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { ApiServerFacts } from "./RealApiServer.ts"
+import { readTruth } from "./truthReads.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Objects and clients
@@ -85,10 +86,13 @@ export const seedPending = (
     return setPhase
   })
 
-/** The objects of `run`, as a fresh quorum list decodes them: the server's truth, by name. */
+/**
+ * The objects of `run`, as a fresh quorum list decodes them: the server's truth, by name. Read
+ * once the server serves it (`readTruth`: a restarted server's 429 is waited out, not a failure).
+ */
 export const truthOf = (client: KubeClient.KubeClientService, namespace: string, run: string) =>
   Effect.map(
-    client.listAll(SandboxResource, SandboxSchema, { namespace, labelSelector: `jr2.dev/run=${run}` }),
+    readTruth(client.listAll(SandboxResource, SandboxSchema, { namespace, labelSelector: `jr2.dev/run=${run}` })),
     (list) => new Map(list.items.map((s) => [s.metadata.name, s] as const))
   )
 
@@ -378,6 +382,10 @@ export const short = (told: Told): string =>
 
 export interface Recorder {
   readonly told: Effect.Effect<ReadonlyArray<Told>>
+  /**
+   * Waits until something is told at or after `since` (a `Date.now()`); returns when it was told.
+   */
+  readonly awaitToldSince: (since: number, what: string, limit?: Duration.DurationInput) => Effect.Effect<number>
   /** `short` of each thing told, in order. */
   readonly shorts: Effect.Effect<ReadonlyArray<string>>
   /** Waits until `predicate` holds of everything told so far. */
@@ -395,7 +403,12 @@ export interface Recorder {
 const recorder = (stream: Stream.Stream<Told>): Effect.Effect<Recorder, never, Scope.Scope> =>
   Effect.gen(function*() {
     const ref = yield* SubscriptionRef.make<ReadonlyArray<Told>>([])
-    yield* Effect.forkScoped(Stream.runForEach(stream, (t) => SubscriptionRef.update(ref, (all) => [...all, t])))
+    const at: Array<number> = []
+    yield* Effect.forkScoped(Stream.runForEach(stream, (t) =>
+      Effect.suspend(() => {
+        at.push(Date.now())
+        return SubscriptionRef.update(ref, (all) => [...all, t])
+      })))
     const awaitTold = (
       predicate: (told: ReadonlyArray<Told>) => boolean,
       what: string,
@@ -403,6 +416,12 @@ const recorder = (stream: Stream.Stream<Told>): Effect.Effect<Recorder, never, S
     ) => waitFor(ref, predicate, what, limit)
     return {
       told: SubscriptionRef.get(ref),
+      awaitToldSince: (since, what, limit) =>
+        Effect.map(
+          // `at` grows before `ref` does: when `ref` changes, its times are there.
+          awaitTold((all) => at.slice(0, all.length).some((t) => t >= since), what, limit),
+          (all) => at.slice(0, all.length).find((t) => t >= since)!
+        ),
       shorts: Effect.map(SubscriptionRef.get(ref), (all) => all.map(short)),
       await: awaitTold,
       awaitShorts: (count) =>
@@ -506,3 +525,25 @@ export const falselyGone = (told: ReadonlyArray<Told>, neverRemoved: ReadonlyArr
   }
   return out
 }
+
+// ---------------------------------------------------------------------------------------------
+// Back in step after a fault heals (issue 42, item 9)
+
+/**
+ * How long after `healedAt` (`Date.now()` when the fault stopped) `recorder` was first told
+ * something: with a change made during the fault or at its end, the time the watch took to be back
+ * in step. Printed, one line a scenario, so the figure is measured rather than guessed; not
+ * asserted (a speed goal belongs to a benchmark). Waits up to `limit` for it.
+ */
+export const backInStep = (
+  scenario: string,
+  recorder: Recorder,
+  healedAt: number,
+  limit: Duration.DurationInput = "120 seconds"
+): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    const told = yield* recorder.awaitToldSince(healedAt, `${scenario}: a change told after the heal`, limit)
+    const millis = told - healedAt
+    console.log(`[back-in-step] ${scenario}: first change told ${(millis / 1000).toFixed(2)} s after the heal`)
+    return millis
+  })
