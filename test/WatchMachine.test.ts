@@ -524,6 +524,23 @@ describe("watchMachine.step", () => {
     expect(transition.message).toContain(`namespace "ns"`)
   })
 
+  it("9. a 403 to a streaming list names watch, the verb that request needs (a streaming list is a watch)", () => {
+    const transition = WatchMachine.step(
+      streaming(),
+      End.WatchFailed({ error: statusError(403, "Forbidden", "no"), resourceVersion: "", heard: false }),
+      auto
+    )
+    expect(transition.message).toMatch(
+      /^forbidden to watch sandboxes\.jr2\.dev in namespace "ns" \(a streaming list is a watch\)/
+    )
+    const paged = WatchMachine.step(
+      listing("initial"),
+      End.ListFailed({ error: statusError(403, "Forbidden", "no") }),
+      settings
+    )
+    expect(paged.message).toMatch(/^forbidden to list sandboxes\.jr2\.dev in namespace "ns": grant/)
+  })
+
   it("the next state is described for the log line", () => {
     expect(WatchMachine.describeNext(listing("expired"))).toBe("re-listing")
     expect(WatchMachine.describeNext(watching("42"))).toBe("resuming from resourceVersion 42")
