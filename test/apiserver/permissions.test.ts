@@ -16,13 +16,12 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { stringify } from "yaml"
 import * as KubeClient from "../../src/KubeClient.ts"
-import { SandboxResource } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
 import * as Program from "../support/ProgramProcess.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import * as HttpFaultProxy from "./HttpFaultProxy.ts"
 import * as Rbac from "./rbacSupport.ts"
-import { clientOn, recordAll, sandboxBody, versionOf } from "./watchSupport.ts"
+import { clientOn, recordAll } from "./watchSupport.ts"
 
 const facts = Facts.load()
 /** Starting a child costs seconds on a loaded machine; each phase waits on RBAC and a back-off. */
@@ -34,20 +33,6 @@ const tempDir = Effect.acquireRelease(
   Effect.sync(() => mkdtempSync(join(tmpdir(), "sandbox-watch-rbac-"))),
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
-
-/** The admin's client in the namespace, and the setter of a Sandbox's phase (returns its resourceVersion). */
-const adminIn = (namespace: string) =>
-  Effect.gen(function*() {
-    const admin = yield* clientOn(Facts.connection(facts, { namespace }))
-    const create = (name: string, run: string) =>
-      Effect.map(admin.create(SandboxResource, namespace, sandboxBody(namespace, name, run)), versionOf)
-    const setPhase = (name: string, phase: string) =>
-      Effect.map(
-        admin.mergePatch(SandboxResource, namespace, name, { status: { phase } }, { subresource: "status" }),
-        versionOf
-      )
-    return { admin, create, setPhase }
-  })
 
 interface Line {
   readonly event: string
@@ -66,7 +51,7 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
       const applied = yield* Rbac.applyToFreshNamespace(facts, "rbac-lib")
       const ns = applied.namespace
       const run = "rbac-lib"
-      const { create, setPhase } = yield* adminIn(ns)
+      const { create, setPhase } = yield* Rbac.adminIn(facts, ns)
       yield* create("lib-a", run)
       yield* setPhase("lib-a", "Pending")
 
@@ -103,7 +88,7 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
           const applied = yield* Rbac.applyToFreshNamespace(facts, `rbac-${listMode}`)
           const ns = applied.namespace
           const run = "rbac-program"
-          const { create, setPhase } = yield* adminIn(ns)
+          const { create, setPhase } = yield* Rbac.adminIn(facts, ns)
           yield* create("p1", run)
           yield* setPhase("p1", "Pending")
 

@@ -18,7 +18,7 @@ import { SandboxResource } from "../../src/Sandbox.ts"
 import type { SuiteFacts } from "./ApiServerFacts.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Http } from "./ApiServerFacts.ts"
-import { poll } from "./watchSupport.ts"
+import { clientOn, poll, sandboxBody, versionOf } from "./watchSupport.ts"
 
 /** The manifests under test. */
 export const RbacDir = fileURLToPath(new URL("../../deploy/rbac", import.meta.url))
@@ -202,3 +202,17 @@ export const awaitPermission = (
     `${verb} on sandboxes to be ${allowed ? "allowed" : "refused"} for the ServiceAccount`
   ).pipe(Effect.asVoid)
 }
+
+/** The admin's client in `namespace` (set-up and writes only), and its create and phase setter (each returns the resourceVersion). */
+export const adminIn = (facts: SuiteFacts, namespace: string) =>
+  Effect.gen(function*() {
+    const admin = yield* clientOn(Facts.connection(facts, { namespace }))
+    const create = (name: string, run: string) =>
+      Effect.map(admin.create(SandboxResource, namespace, sandboxBody(namespace, name, run)), versionOf)
+    const setPhase = (name: string, phase: string) =>
+      Effect.map(
+        admin.mergePatch(SandboxResource, namespace, name, { status: { phase } }, { subresource: "status" }),
+        versionOf
+      )
+    return { admin, create, setPhase }
+  })
