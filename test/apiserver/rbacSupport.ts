@@ -9,56 +9,20 @@
 import { Effect } from "effect"
 import type { Scope } from "effect"
 import { randomBytes } from "node:crypto"
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { parseAllDocuments, parseDocument } from "yaml"
 import { collectionPath } from "../../src/KubeResource.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
+import type { Manifest } from "../support/rbacManifests.ts"
+import { manifestOf, readManifests } from "../support/rbacManifests.ts"
 import type { SuiteFacts } from "./ApiServerFacts.ts"
 import * as Facts from "./ApiServerFacts.ts"
 import type { Http } from "./ApiServerFacts.ts"
 import { clientOn, poll, sandboxBody, versionOf } from "./watchSupport.ts"
-
-/** The manifests under test. */
-export const RbacDir = fileURLToPath(new URL("../../deploy/rbac", import.meta.url))
 
 /** Where each kind the manifests may hold is created, in a namespace. */
 const collections: Record<string, (namespace: string) => string> = {
   "v1/ServiceAccount": (ns) => `/api/v1/namespaces/${ns}/serviceaccounts`,
   "rbac.authorization.k8s.io/v1/Role": (ns) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`,
   "rbac.authorization.k8s.io/v1/RoleBinding": (ns) => `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`
-}
-
-export interface Manifest {
-  readonly apiVersion: string
-  readonly kind: string
-  readonly metadata: { readonly name: string; readonly namespace?: string }
-  readonly [field: string]: unknown
-}
-
-/**
- * The kustomization's resources, in its order. Only what `kubectl apply -k` would do with this
- * kustomization is supported: a field it does not know (a `namespace:`, a patch) fails the test
- * rather than being silently ignored.
- */
-export const readManifests = (dir: string = RbacDir): ReadonlyArray<Manifest> => {
-  const kustomization = parseDocument(fs.readFileSync(path.join(dir, "kustomization.yaml"), "utf8")).toJS() as Record<
-    string,
-    unknown
-  >
-  const unknown = Object.keys(kustomization).filter((key) => !["apiVersion", "kind", "resources"].includes(key))
-  if (unknown.length > 0) throw new Error(`${dir}/kustomization.yaml: the tests cannot apply ${unknown.join(", ")}`)
-  const resources = kustomization.resources as ReadonlyArray<string>
-  return resources.flatMap((file) =>
-    parseAllDocuments(fs.readFileSync(path.join(dir, file), "utf8")).map((doc) => doc.toJS() as Manifest)
-  )
-}
-
-const manifestOf = (manifests: ReadonlyArray<Manifest>, kind: string): Manifest => {
-  const found = manifests.filter((m) => m.kind === kind)
-  if (found.length !== 1) throw new Error(`deploy/rbac should hold one ${kind}, holds ${found.length}`)
-  return found[0]!
 }
 
 /** The set-up side: admin on the server, and the manifests applied in `namespace`. */
