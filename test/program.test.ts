@@ -429,6 +429,17 @@ describe("sandbox-watch in a pod: where the service account is mounted", () => {
     })
 
   it.scopedLive(
+    "an empty SANDBOX_WATCH_SERVICE_ACCOUNT_DIR is not set: it points at no cluster",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const first = yield* firstLine([], { ...Program.noClusterEnv(dir), SANDBOX_WATCH_SERVICE_ACCOUNT_DIR: "" })
+        expect(first).toMatch(/^sandbox-watch: no Kubernetes cluster is configured, so this is the demo/)
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
     "SANDBOX_WATCH_SERVICE_ACCOUNT_DIR names the directory; --service-account-dir wins over it",
     () =>
       Effect.gen(function*() {

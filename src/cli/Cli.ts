@@ -161,7 +161,9 @@ const flags = {
     ),
     Options.withFallbackConfig(Config.string(ServiceAccountDirVariable)),
     Options.mapEffect(notAFlag("service-account-dir")),
-    Options.optional
+    Options.optional,
+    // An empty variable (`value: ""` in a manifest) names no directory, as kubectl reads an empty KUBECONFIG.
+    Options.map(Option.filter((dir) => dir.length > 0))
   ),
   output: Options.choice("output", ["table", "ndjson"]).pipe(
     Options.withAlias("o"),
