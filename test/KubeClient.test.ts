@@ -1410,15 +1410,29 @@ describe.skipIf(!hasOpenssl)("KubeClient over TLS", () => {
       expect(fx.clients).toEqual(["tester"])
     }))
 
-  it.scoped("refuses a server its CA bundle does not vouch for, with a transport error", () =>
+  it.scoped("refuses a server its CA bundle does not vouch for, with a transport error that says it is the CA", () =>
     Effect.gen(function*() {
       const fx = yield* tlsFixture(emptyList)
       const client = yield* tlsClient(fx.url, {})
       const error = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error._tag).toBe("KubeTransportError")
       expect(error.message).toMatch(
-        new RegExp(`^GET ${Collection} to ${fx.url} got no answer: .*(certificate|UNABLE_TO_GET_ISSUER)`)
+        new RegExp(
+          `^GET ${Collection} to ${fx.url} got no answer: the server's certificate is not signed by the system's ` +
+            "CA roots \\(test names no CA\\); give the cluster's CA \\(.*(certificate|UNABLE_TO_GET_ISSUER).*\\)$"
+        )
       )
+      // Another cluster's CA: the same, naming where that CA came from.
+      const otherCa = readFileSync(new URL("./fixtures/kubeconfig/pki/ca.pem", import.meta.url), "utf8")
+      const wrong = yield* tlsClient(fx.url, { ca: Option.some(otherCa) })
+      const wrongError = yield* failure(wrong.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(wrongError.message).toMatch(
+        new RegExp(
+          `^GET ${Collection} to ${fx.url} got no answer: the server's certificate is not signed by the CA ` +
+            "of test; is it this cluster's CA\\? \\(.*\\)$"
+        )
+      )
+      expect(wrongError.message).not.toContain("\n")
       expect(fx.seen).toEqual([])
     }))
 

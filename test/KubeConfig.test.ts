@@ -681,6 +681,50 @@ describe("KubeConfig: in-cluster", () => {
   )
 
   it.scoped(
+    "follows the kubelet's rotation: token is a link into ..data, swapped to a new directory in one rename",
+    inSandbox((t) =>
+      Effect.gen(function*() {
+        // The layout of a projected volume: each file a link through ..data to a timestamped directory.
+        const sa = t.at("sa")
+        yield* t.write("sa/..2026_12_07_10_00_00.1/token", "rotated-token-1")
+        yield* t.write("sa/..2026_12_07_10_00_00.1/ca.crt", CA_PEM)
+        yield* t.write("sa/..2026_12_07_10_00_00.1/namespace", "team-pod")
+        yield* t.fs.symlink("..2026_12_07_10_00_00.1", `${sa}/..data`)
+        for (const file of ["token", "ca.crt", "namespace"]) yield* t.fs.symlink(`..data/${file}`, `${sa}/${file}`)
+        const env = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" }
+        const connection = yield* KubeConfig.inCluster({ env, serviceAccountDir: sa })
+        expect([connection.namespace, connection.tls.ca]).toEqual([Option.some("team-pod"), Option.some(CA_PEM)])
+        expect(yield* header(connection)).toEqual(Option.some("Bearer rotated-token-1"))
+
+        // The kubelet writes the new files beside the old, points ..data_tmp at them, renames it
+        // over ..data (atomic), and removes the old directory.
+        yield* t.write("sa/..2026_12_07_10_50_00.2/token", "rotated-token-2")
+        yield* t.fs.symlink("..2026_12_07_10_50_00.2", `${sa}/..data_tmp`)
+        yield* t.fs.rename(`${sa}/..data_tmp`, `${sa}/..data`)
+        yield* t.fs.remove(`${sa}/..2026_12_07_10_00_00.1`, { recursive: true })
+        yield* TestClock.adjust(KubeConfig.TokenRereadInterval)
+        expect(yield* header(connection)).toEqual(Option.some("Bearer rotated-token-2"))
+      })
+    )
+  )
+
+  it.scoped(
+    "the service-account directory defaults to the standard mount",
+    inSandbox(() =>
+      Effect.gen(function*() {
+        expect(KubeConfig.DefaultServiceAccountDir).toBe("/var/run/secrets/kubernetes.io/serviceaccount")
+        // (This machine is no pod: nothing is mounted there.)
+        const error = yield* Effect.flip(
+          KubeConfig.inCluster({ env: { KUBERNETES_SERVICE_HOST: "10.0.0.1", KUBERNETES_SERVICE_PORT: "443" } })
+        )
+        expect(error.message).toContain(
+          "in-cluster (10.0.0.1:443 is set, but /var/run/secrets/kubernetes.io/serviceaccount/token does not exist)"
+        )
+      })
+    )
+  )
+
+  it.scoped(
     "layerInCluster: IPv6 host, POD_NAMESPACE, and not-found outside a pod",
     inSandbox((t) =>
       Effect.gen(function*() {

@@ -449,7 +449,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     from: streaming("initial", { cleanCloses: 2 }),
     end: End.WatchFailed({ error: transportError(), resourceVersion: "", heard: false }),
     next: "stream(initial)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
   },
   {
@@ -626,7 +626,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     from: streaming("initial", { streamTerm: 480 }),
     end: End.WatchFailed({ error: transportError(), resourceVersion: "", heard: false }),
     next: "stream(initial, term 480s)",
-    pause: "backoff",
+    pause: "reconnect",
     restart: "transport"
   },
   {
@@ -757,6 +757,23 @@ describe("watchMachine.step", () => {
       expect(show(again.next)).toBe(show(first.next))
     }
   )
+
+  it("9. a 403 to a streaming list names watch, the verb that request needs (a streaming list is a watch)", () => {
+    const transition = WatchMachine.step(
+      streaming(),
+      End.WatchFailed({ error: statusError(403, "Forbidden", "no"), resourceVersion: "", heard: false }),
+      auto
+    )
+    expect(transition.message).toMatch(
+      /^forbidden to watch sandboxes\.jr2\.dev in namespace "ns" \(a streaming list is a watch\)/
+    )
+    const paged = WatchMachine.step(
+      listing("initial"),
+      End.ListFailed({ error: statusError(403, "Forbidden", "no") }),
+      settings
+    )
+    expect(paged.message).toMatch(/^forbidden to list sandboxes\.jr2\.dev in namespace "ns": grant/)
+  })
 
   it("the next state is described for the log line", () => {
     expect(WatchMachine.describeNext(listing("expired"))).toBe("re-listing")

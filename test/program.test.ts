@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { stringify } from "yaml"
@@ -353,6 +353,24 @@ describe("sandbox-watch configuration errors", () => {
       )
     }), ProcessTimeout)
 
+  it.scopedLive(
+    "a service-account directory named but holding no token: one line, exit 1, never the demo",
+    () =>
+      Effect.gen(function*() {
+        const { dir, exited, stderr, stdout } = yield* fails(
+          (dir) => ["--service-account-dir", join(dir, "no-sa")],
+          (dir) => ({ HOME: dir, KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: "1" })
+        )
+        expect(exited).toStrictEqual({ code: 1, signal: null })
+        expect(stdout).toStrictEqual([])
+        expect(stderr).toHaveLength(1)
+        expect(stderr[0]).toContain(
+          `in-cluster (127.0.0.1:1 is set, but ${join(dir, "no-sa", "token")} does not exist)`
+        )
+      }),
+    ProcessTimeout
+  )
+
   it.scopedLive("a kubeconfig named but missing: one line, exit 1", () =>
     Effect.gen(function*() {
       const { exited, stderr } = yield* fails((dir) => ["--kubeconfig", join(dir, "nope")])
@@ -404,6 +422,60 @@ describe("sandbox-watch configuration errors", () => {
     }), ProcessTimeout)
 })
 
+describe("sandbox-watch in a pod: where the service account is mounted", () => {
+  /** A pod-shaped directory: a token, a CA and a namespace, as the kubelet mounts them. */
+  const serviceAccountDir = (dir: string, name: string, namespace: string) => {
+    const sa = join(dir, name)
+    mkdirSync(sa)
+    writeFileSync(join(sa, "token"), `${Token}\n`)
+    writeFileSync(join(sa, "ca.crt"), readFileSync(new URL("./fixtures/kubeconfig/pki/ca.pem", import.meta.url)))
+    writeFileSync(join(sa, "namespace"), namespace)
+    return sa
+  }
+  // Nothing listens on port 1: the first line, what is watched and from where, is all these read.
+  const podEnv = (dir: string) => ({ HOME: dir, KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: "1" })
+  const firstLine = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+    Effect.gen(function*() {
+      const program = yield* Program.start(["--output", "ndjson", ...args], env)
+      const at = yield* program.awaitStderr((l) => l.length > 0)
+      const first = (yield* program.stderr)[at]!
+      yield* program.kill("SIGTERM")
+      expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+      return first
+    })
+
+  it.scopedLive(
+    "an empty SANDBOX_WATCH_SERVICE_ACCOUNT_DIR is not set: it points at no cluster",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const first = yield* firstLine([], { ...Program.noClusterEnv(dir), SANDBOX_WATCH_SERVICE_ACCOUNT_DIR: "" })
+        expect(first).toMatch(/^sandbox-watch: no Kubernetes cluster is configured, so this is the demo/)
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "SANDBOX_WATCH_SERVICE_ACCOUNT_DIR names the directory; --service-account-dir wins over it",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const fromEnv = serviceAccountDir(dir, "from-env", "team-env")
+        const fromFlag = serviceAccountDir(dir, "from-flag", "team-flag")
+        const env = { ...podEnv(dir), SANDBOX_WATCH_SERVICE_ACCOUNT_DIR: fromEnv }
+        expect(yield* firstLine([], env)).toBe(
+          "sandbox-watch: watching Sandboxes in namespace team-env (selector jr2.dev/run) on https://127.0.0.1:1, " +
+            `from in-cluster service account ${fromEnv} (https://127.0.0.1:1)`
+        )
+        expect(yield* firstLine(["--service-account-dir", fromFlag], env)).toBe(
+          "sandbox-watch: watching Sandboxes in namespace team-flag (selector jr2.dev/run) on https://127.0.0.1:1, " +
+            `from in-cluster service account ${fromFlag} (https://127.0.0.1:1)`
+        )
+      }),
+    ProcessTimeout
+  )
+})
+
 describe("sandbox-watch --help", () => {
   // `script` gives the program a pseudo-terminal, as an operator's shell would.
   const helpOnTerminal = (home: string, env: Record<string, string>) =>
@@ -444,7 +516,8 @@ describe("sandbox-watch --help", () => {
           "--context",
           "--output table | ndjson",
           "--demo",
-          "--duration"
+          "--duration",
+          "--service-account-dir"
         ]
       ) {
         expect(help).toContain(flag)

@@ -5,7 +5,7 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
-import { Cause, Console, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Cause, Config, Console, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import { parseLabelSelector } from "../internal/labelSelector.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
@@ -17,6 +17,9 @@ import * as Demo from "./Demo.ts"
 import * as NdjsonOutput from "./NdjsonOutput.ts"
 import * as TableView from "./TableView.ts"
 import * as Telemetry from "./Telemetry.ts"
+
+/** The environment variable that names the service-account directory when `--service-account-dir` does not. */
+export const ServiceAccountDirVariable = "SANDBOX_WATCH_SERVICE_ACCOUNT_DIR"
 
 /** The program's name, in help and in every error line. */
 export const Name = "sandbox-watch"
@@ -53,6 +56,7 @@ export interface Flags {
   readonly selector: string
   readonly kubeconfig: Option.Option<string>
   readonly context: Option.Option<string>
+  readonly serviceAccountDir: Option.Option<string>
   readonly output: Option.Option<"table" | "ndjson">
   readonly demo: boolean
   readonly duration: Option.Option<Duration.Duration>
@@ -150,6 +154,17 @@ const flags = {
     Options.mapEffect(notAFlag("context")),
     Options.optional
   ),
+  serviceAccountDir: Options.text("service-account-dir").pipe(
+    Options.withPseudoName("dir"),
+    Options.withDescription(
+      `Where a pod's service account is mounted (token, ca.crt, namespace), for the in-cluster configuration; also ${ServiceAccountDirVariable}. Default: \`${KubeConfig.DefaultServiceAccountDir}\`.`
+    ),
+    Options.withFallbackConfig(Config.string(ServiceAccountDirVariable)),
+    Options.mapEffect(notAFlag("service-account-dir")),
+    Options.optional,
+    // An empty variable (`value: ""` in a manifest) names no directory, as kubectl reads an empty KUBECONFIG.
+    Options.map(Option.filter((dir) => dir.length > 0))
+  ),
   output: Options.choice("output", ["table", "ndjson"]).pipe(
     Options.withAlias("o"),
     Options.withDescription(
@@ -241,10 +256,12 @@ type Target =
 
 const resolveTarget = (f: Flags) => {
   if (f.demo) return Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.none() })
-  const explicit = Option.isSome(f.kubeconfig) || Option.isSome(f.context)
+  // Named on purpose, so a cluster is meant: not finding one is an error, never the demo.
+  const explicit = Option.isSome(f.kubeconfig) || Option.isSome(f.context) || Option.isSome(f.serviceAccountDir)
   return KubeConfig.resolve({
     path: Option.getOrUndefined(f.kubeconfig),
-    context: Option.getOrUndefined(f.context)
+    context: Option.getOrUndefined(f.context),
+    serviceAccountDir: Option.getOrUndefined(f.serviceAccountDir)
   }).pipe(
     Effect.map((connection): Target => ({ _tag: "Cluster", connection })),
     Effect.catchTags({

@@ -213,6 +213,37 @@ interface TransportFailure {
   readonly secret: string | undefined
 }
 
+/** What the client trusts the server's certificate by: for a message that blames the right thing. */
+export interface Trust {
+  /** The configuration gave a CA (else the system's roots are used). */
+  readonly caGiven: boolean
+  /** Where the configuration came from (`ClusterConnection.source`). */
+  readonly source: string
+}
+
+/**
+ * Node's codes for a certificate chain the trusted CAs do not vouch for: the CA is wrong or
+ * missing. (Not a wrong name or a date: those say so themselves.)
+ */
+const UntrustedChain = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_SIGNATURE_FAILURE",
+  "CERT_UNTRUSTED"
+])
+
+/** Whether an error, or one of its causes, is a certificate chain no trusted CA vouches for. */
+const isUntrustedChain = (cause: unknown, depth = 0): boolean => {
+  if (depth > 5 || cause === null || typeof cause !== "object") return false
+  if (cause instanceof AggregateError && cause.errors.some((e) => isUntrustedChain(e, depth + 1))) return true
+  const code = (cause as { readonly code?: unknown }).code
+  return (typeof code === "string" && UntrustedChain.has(code)) ||
+    isUntrustedChain((cause as { readonly cause?: unknown }).cause, depth + 1)
+}
+
 const transportError = (options: TransportFailure, what: string): KubeTransportError =>
   new KubeTransportError({
     method: options.method,
@@ -220,9 +251,26 @@ const transportError = (options: TransportFailure, what: string): KubeTransportE
     message: scrub(`${what}: ${describeCause(options.cause)}`, options.secret)
   })
 
-/** The request got no answer: refused, reset, TLS, DNS. */
-export const requestFailed = (options: TransportFailure): KubeTransportError =>
-  transportError(options, `${options.method} ${options.path} to ${options.server} got no answer`)
+/**
+ * The request got no answer: refused, reset, TLS, DNS. A certificate no trusted CA vouches for is
+ * said to be about the CA, with where that CA came from: the error alone ("self-signed certificate
+ * in certificate chain") does not tell a person which file to fix.
+ */
+export const requestFailed = (options: TransportFailure & { readonly trust: Trust }): KubeTransportError => {
+  const what = `${options.method} ${options.path} to ${options.server} got no answer`
+  if (!isUntrustedChain(options.cause)) return transportError(options, what)
+  const blame = options.trust.caGiven
+    ? `the CA of ${options.trust.source}; is it this cluster's CA?`
+    : `the system's CA roots (${options.trust.source} names no CA); give the cluster's CA`
+  return new KubeTransportError({
+    method: options.method,
+    path: options.path,
+    message: scrub(
+      `${what}: the server's certificate is not signed by ${blame} (${describeCause(options.cause)})`,
+      options.secret
+    )
+  })
+}
 
 /** The answer started but its body broke off: the connection was reset or closed mid-body. */
 export const bodyBroke = (options: TransportFailure): KubeTransportError =>

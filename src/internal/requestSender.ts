@@ -70,6 +70,7 @@ export const makeRequests = (
 ): Requests => {
   const server = connection.server
   const target = targetOf(server)
+  const trust = { caGiven: Option.isSome(connection.tls.ca), source: connection.source }
   const headersLimit = { timer, millis: Duration.toMillis(headersTimeout) }
   // Interrupting a request or a body read aborts the request, so a deadline frees the connection
   // as well as the caller.
@@ -127,7 +128,7 @@ export const makeRequests = (
         const sent = Effect.mapError(sendOn(dispatcher, target, outgoing, headersLimit), (cause) =>
           cause instanceof HeadersDeadlinePassed
             ? deadlinePassed({ method, path, server, secret }, "headers", headersDeadline)
-            : requestFailed({ method, path, server, cause, secret }))
+            : requestFailed({ method, path, server, cause, secret, trust }))
         // The answer is handed over uninterruptibly, so no interrupt falls between its arrival and
         // whoever takes its body: `use` takes it at once (a watch's scope finalizer, or `readBody`,
         // which discards it when interrupted and reads interruptibly). The gap closed is two or

@@ -45,8 +45,8 @@
  *     again (client-go's "very short watch"): a beat, so a misbehaving server is not asked in a hot
  *     loop. One that ran (nearly) its whole term in silence is a quiet cluster: resume at once.
  *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh,
- *     and a 403's log line names the permission missing. Granting it heals the watch without a
- *     restart.
+ *     and a 403's log line names the permission missing (`watch` for a streaming list: RBAC sees a
+ *     watch). Granting it heals the watch without a restart.
  * 10. The first list is the reconcile: every name waited on is told, present or gone.
  * 11. A later list tells exactly the names whose object changed or went.
  * 12. `DELETED` tells the name gone (also how a Sandbox that stops matching the selector leaves).
@@ -394,7 +394,13 @@ const ofUnfinishedStream = (
   if (end._tag === "Closed") return ofUnfinishedClose(state, end, term, settings)
   if (end._tag === "WatchFailed") {
     // Rules 6, 7 and 9 hold as for a list: the draft is dropped, and the next list streams again.
-    return withNotFoundWords(state, end.error, ofClientError(end.error, again, "list", settings), settings)
+    // RBAC sees a streaming list as a watch: a 403 here is a missing `watch`, not `list`.
+    return withNotFoundWords(
+      state,
+      end.error,
+      ofClientError(end.error, again, "streaming list", settings),
+      settings
+    )
   }
   const said = refused ??
     (end._tag === "ErrorEvent"
@@ -500,7 +506,7 @@ const retryAfter = (delay: Duration.Duration, settings: MachineSettings): Pause 
 const ofClientError = (
   error: KubeError.KubeClientError,
   resume: WatchState,
-  during: "list" | "watch",
+  during: "list" | "streaming list" | "watch",
   settings: MachineSettings
 ): Transition => {
   const at = resume._tag === "Watching" ? ` ${resume.resourceVersion}` : ""
@@ -546,11 +552,14 @@ const ofClientError = (
     }
   }
   if (KubeError.isForbidden(error)) {
+    const verb = during === "list" ? "list" : "watch"
+    const aside = during === "streaming list" ? " (a streaming list is a watch)" : ""
     return {
       next: resume,
       pause: backoff,
       restart: "403",
-      message: `forbidden to ${during} sandboxes.jr2.dev in namespace "${settings.namespace}": grant get, list and ` +
+      message:
+        `forbidden to ${verb} sandboxes.jr2.dev in namespace "${settings.namespace}"${aside}: grant get, list and ` +
         `watch on sandboxes.jr2.dev (RBAC); the watch heals without a restart once it may (${error.message})`
     }
   }
