@@ -58,7 +58,8 @@ const withBin = vitestArgs.length === 0
 /** CPU seconds (user + system) of every child waited for so far, and theirs: /proc's cutime + cstime. */
 const childrenCpuSeconds = () => {
   if (!Fs.existsSync("/proc/self/stat")) return NaN
-  const fields = Fs.readFileSync("/proc/self/stat", "utf8").split(") ")[1].split(" ")
+  const stat = Fs.readFileSync("/proc/self/stat", "utf8")
+  const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ") // after the command's name, which may hold ") "
   return (Number(fields[13]) + Number(fields[14])) / 100 // clock ticks (USER_HZ, 100 on Linux)
 }
 
