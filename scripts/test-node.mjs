@@ -34,7 +34,9 @@ const binaryOf = (major) => {
   const pinned = pinnedMajors()
   console.error(
     pinned.includes(major)
-      ? `no Node ${major} at ${Path.relative(root, binary)}: run \`npm run nodes:install\` first`
+      ? `no Node ${major} at ${
+        Path.relative(root, binary)
+      }: run \`npm run nodes:install\` first (linux-x64 builds only)`
       : `Node ${major} is neither the machine's (${machineMajor}) nor pinned in tools/nodes/package.json (${
         pinned.join(", ")
       }): add it there (and to its lockfile) to test it`
