@@ -194,11 +194,29 @@ export class BodyReader {
   /** What a read gets now (bytes, `null` at the end of the body, or the body's error); none: wait. */
   private poll(): Effect.Effect<Buffer | null, unknown> | undefined {
     if (this.failure !== undefined) return Effect.fail(this.failure)
-    const bytes = this.stream.read() as Buffer | null
+    const bytes = this.takeBuffered()
     if (bytes !== null) return Effect.succeed(bytes)
     if (this.ended) return Effect.succeed(null)
     if (this.closed) return Effect.fail(this.stream.errored ?? new BodyClosedEarly())
     return undefined
+  }
+
+  /**
+   * Everything buffered, as one Buffer (`null`: nothing yet). Node 26's `read()` gives the first
+   * buffered chunk where earlier Nodes' gave them all, so the rest is taken here.
+   */
+  private takeBuffered(): Buffer | null {
+    const first = this.stream.read() as Buffer | null
+    if (first === null || this.stream.readableLength === 0) return first
+    const parts = [first]
+    let size = first.length
+    while (this.stream.readableLength > 0) {
+      const more = this.stream.read() as Buffer | null
+      if (more === null) break
+      parts.push(more)
+      size += more.length
+    }
+    return Buffer.concat(parts, size)
   }
 
   /** The next bytes of the body, or `null` once it has ended cleanly. */

@@ -79,6 +79,11 @@ describe("the packed package, installed and used as a consumer does", () => {
   it(
     "packs, installs beside the consumer's own effect, type-checks with plain NodeNext, runs the README example and the bin",
     async () => {
+      // The `node` on PATH (so npm's, npx's, the example's and the bin's) is the Node these tests run
+      // on: `npm run test:node` puts each tested Node first on PATH.
+      const pathNode = await succeeded("node --version", run("node", ["--version"], repo))
+      expect(pathNode.stdout.trim()).toBe(process.version)
+
       const packed = await succeeded("npm pack", run("npm", ["pack", "--pack-destination", work, "--json"], repo))
       const [{ filename, files }] = JSON.parse(packed.stdout) as [{ filename: string; files: Array<{ path: string }> }]
       const shipped = files.map((f) => f.path)
