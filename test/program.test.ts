@@ -6,7 +6,7 @@ import { CliConfig, Command, HelpDoc } from "@effect/cli"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { stringify } from "yaml"
@@ -535,6 +535,7 @@ describe("sandbox-watch --help", () => {
     const help = Usage.help({ colours: false })
     expect(flagsIn(help)).toStrictEqual(new Set([...flagsIn(parsed)].filter((f) => !cliBuiltIns.includes(f))))
     expect(Usage.Flags.selector.description).toContain(`\`${DefaultLabelSelector}\``)
+    expect(Usage.Version).toBe(JSON.parse(readFileSync(join(Program.root, "package.json"), "utf8")).version)
   })
 
   it.scopedLive(

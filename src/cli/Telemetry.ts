@@ -80,7 +80,9 @@ export const serve = (
   Effect.gen(function*() {
     const [{ PrometheusExporter }, OtelMetrics, OtelResource] = yield* Effect.promise(() =>
       Promise.all([
-        import("@opentelemetry/exporter-prometheus"),
+        // A CommonJS package: its exports object is the default export both under Node and in the
+        // bundled bin (whose split chunk of it exports nothing else).
+        import("@opentelemetry/exporter-prometheus").then((module) => module.default),
         import("@effect/opentelemetry/Metrics"),
         import("@effect/opentelemetry/Resource")
       ])

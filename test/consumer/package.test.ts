@@ -128,7 +128,13 @@ describe("the packed package, installed and used as a consumer does", () => {
         "npx sandbox-watch --demo",
         run("npx", ["sandbox-watch", "--demo", "--duration", "5s", "--output", "ndjson"], project, 60_000)
       )
-      expect(demo.stdout.split("\n")).toContain(`{"event":"synced"}`)
+      expect(demo.stdout.split("\n")).toContain(`{"event":"synced","demo":true}`)
+      // The bin carries its own effect, bundled: it starts without resolving the consumer's.
+      const version = await succeeded(
+        "npx sandbox-watch --version",
+        run("npx", ["sandbox-watch", "--version"], project)
+      )
+      expect(version.stdout.trim()).toBe(manifest.version)
     },
     600_000
   )
