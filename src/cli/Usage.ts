@@ -125,10 +125,8 @@ const BuiltIns: ReadonlyArray<FlagDoc> = [
 export const Description =
   "Keep the one watch of every Sandbox (jr2.dev/v1alpha1) under a label selector in a namespace, and show it: a live table on a terminal, NDJSON otherwise."
 
-const Footer = [
-  "Exit codes: 0 when stopped (SIGINT, SIGTERM, --duration); 1 when the configuration cannot be used (one line says",
-  "what is missing); 2 for a usage error (one line); 70 for a bug."
-]
+const Footer =
+  "Exit codes: 0 when stopped (SIGINT, SIGTERM, --duration); 1 when the configuration cannot be used (one line says what is missing); 2 for a usage error (one line); 70 for a bug."
 
 /** What the command line asks of the program before anything is loaded: help, the version, or neither. */
 export const builtIn = (args: ReadonlyArray<string>): "help" | "version" | undefined => {
@@ -178,7 +176,7 @@ export const help = (options: { readonly colours: boolean; readonly width?: numb
     b("OPTIONS"),
     ...[...Object.values(Flags), ...BuiltIns].flatMap(flag),
     "",
-    ...Footer,
+    ...wrap(Footer, width, ""),
     ""
   ].join("\n")
 }
