@@ -10,13 +10,15 @@ const sandbox = (name: string, resourceVersion: string, phase?: string): Sandbox
 })
 
 /** The output's lines as they come, and the fake cluster to drive. */
-const setup = Effect.gen(function*() {
-  const fake = yield* FakeSandboxWatch.FakeSandboxWatch
-  const out = yield* Queue.unbounded<string>()
-  yield* Effect.forkScoped(Stream.runForEach(NdjsonOutput.lines, (line) => Queue.offer(out, line)))
-  const take = (n: number) => Effect.forEach(Array.from({ length: n }), () => Queue.take(out))
-  return { fake, out, take }
-})
+const setupWith = (options: NdjsonOutput.Options) =>
+  Effect.gen(function*() {
+    const fake = yield* FakeSandboxWatch.FakeSandboxWatch
+    const out = yield* Queue.unbounded<string>()
+    yield* Effect.forkScoped(Stream.runForEach(NdjsonOutput.lines(options), (line) => Queue.offer(out, line)))
+    const take = (n: number) => Effect.forEach(Array.from({ length: n }), () => Queue.take(out))
+    return { fake, out, take }
+  })
+const setup = setupWith({ demo: false })
 
 describe("NdjsonOutput.lines", () => {
   it.scoped("tells every Sandbox of the first list, then synced, then each change and deletion", () =>
@@ -61,5 +63,22 @@ describe("NdjsonOutput.lines", () => {
         `{"event":"change","name":"a","sandbox":{"metadata":{"name":"a","resourceVersion":"1"}}}`,
         `{"event":"synced"}`
       ])
+    }).pipe(Effect.provide(FakeSandboxWatch.layer)))
+
+  it.scoped("the demo says so on its synced line: what follows is invented, not a cluster's", () =>
+    Effect.gen(function*() {
+      const { fake, take } = yield* setupWith({ demo: true })
+      yield* fake.sync([sandbox("a", "1")])
+      expect(yield* take(2)).toStrictEqual([
+        `{"event":"change","name":"a","sandbox":{"metadata":{"name":"a","resourceVersion":"1"}}}`,
+        `{"event":"synced","demo":true}`
+      ])
+    }).pipe(Effect.provide(FakeSandboxWatch.layer)))
+
+  it.scoped("the demo's synced line after an empty first list says so too", () =>
+    Effect.gen(function*() {
+      const { fake, take } = yield* setupWith({ demo: true })
+      yield* fake.sync([])
+      expect(yield* take(1)).toStrictEqual([`{"event":"synced","demo":true}`])
     }).pipe(Effect.provide(FakeSandboxWatch.layer)))
 })

@@ -164,4 +164,32 @@ describe("TableView.render", () => {
     })
     expect(roomy.slice(-2)).toEqual(["", "a log line"])
   })
+
+  it("says why it is not synced within 80 columns, however long the server's URL", () => {
+    const server = `https://${"a-very-long-host-name.".repeat(4)}example.internal:6443/a/proxy/path/in/front/of/it`
+    const why = "got no answer: connect ECONNREFUSED 10.0.0.1:6443"
+    const problem = `GET /apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes?watch=1&labelSelector=jr2.dev%2Frun` +
+      `&sendInitialEvents=true&timeoutSeconds=240 to ${server} ${why}; re-listing (streaming) in 30s`
+    const notSynced = { ...health, synced: false, lastHeard: Option.none(), cached: 0 }
+    const lines = TableView.render(
+      {
+        rows: new Map(),
+        health: notSynced,
+        header: [`watching Sandboxes in namespace ns (selector jr2.dev/run) on ${server}, from kubeconfig`],
+        logs: [`12:00:00.000 WARN  ${problem}`],
+        problem
+      },
+      at,
+      { colours: false, width: 80 }
+    )
+    expect(lines.every((l) => l.length <= 80)).toBe(true)
+    expect(lines[1]).toMatch(/^not synced: /)
+    expect(lines[1]).toContain(why)
+    // Once synced, the last problem is history: the status line is the counters again.
+    const synced = TableView.render({ rows: new Map(), health, header: [], logs: [], problem }, at, {
+      colours: false,
+      width: 80
+    })
+    expect(synced[0]).toBe("synced | last heard 3s ago | re-lists 2 | watch restarts 1 | 3 cached")
+  })
 })

@@ -57,7 +57,7 @@ describe("the program, operated", () => {
         )
         const at = yield* program.awaitStderr((line) => line.includes("metrics at http://"))
         const url = /metrics at (http:\/\/127\.0\.0\.1:\d+)/.exec((yield* program.stderr)[at]!)![1]!
-        yield* program.awaitStdout((line) => line === `{"event":"synced"}`)
+        yield* program.awaitStdout((line) => line === `{"event":"synced","demo":true}`)
         expect((yield* get(`${url}/healthz`)).status).toBe(200)
         const ready = yield* eventually(get(`${url}/readyz`), (r) => r.status === 200)
         expect(ready.body.trim()).toBe("ok")
@@ -101,7 +101,7 @@ describe("the program, operated", () => {
         expect((yield* program.exited).code).toBe(2)
         const said = (yield* program.stderr).join("\n")
         expect(said).toContain("--selector \"a in (b\": not a label selector")
-        expect(said).toContain("see --help")
+        expect(said).toContain("see sandbox-watch --help")
       }),
     ProcessTimeout
   )
@@ -126,23 +126,6 @@ describe("the program, operated", () => {
       expect((yield* chatty.exited).code).toBe(0)
       expect((yield* chatty.stderr).some((line) => / INFO /.test(line))).toBe(true)
     }), ProcessTimeout)
-
-  it.scopedLive(
-    "KUBECONFIG naming only missing files says so on the first line, then runs the demo",
-    () =>
-      Effect.gen(function*() {
-        const home = yield* tempHome
-        const missing = `${home}/nope/config`
-        const program = yield* Program.start(
-          ["--output", "ndjson", "--duration", "3s"],
-          { ...Program.noClusterEnv(home), KUBECONFIG: missing }
-        )
-        expect((yield* program.exited).code).toBe(0)
-        expect((yield* program.stderr)[0]).toContain(`KUBECONFIG names no file that exists (${missing})`)
-        expect(yield* program.stdout).toContain(`{"event":"synced"}`)
-      }),
-    ProcessTimeout
-  )
 })
 
 describe("traces over OTLP/HTTP", () => {

@@ -2,6 +2,7 @@
  * The program as a person or a script runs it: a child process, its lines and its exit code. Every
  * wait is on a line the program writes or on its exit, never on wall time.
  */
+import { CliConfig, Command, HelpDoc } from "@effect/cli"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
@@ -9,7 +10,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { stringify } from "yaml"
-import { SandboxResource } from "../src/Sandbox.ts"
+import * as Cli from "../src/cli/Cli.ts"
+import * as Usage from "../src/cli/Usage.ts"
+import { DefaultLabelSelector, SandboxResource } from "../src/Sandbox.ts"
 import * as Sim from "../src/SimulatedApiServer.ts"
 import * as Program from "./support/ProgramProcess.ts"
 
@@ -57,6 +60,8 @@ const short = (line: string): string => {
 const ProcessTimeout = 90_000
 
 const isSynced = (line: string) => line === `{"event":"synced"}`
+/** The demo says on its synced line that what follows is invented, not a cluster's. */
+const isDemoSynced = (line: string) => line === `{"event":"synced","demo":true}`
 const changeOf = (name: string, what: (l: Line) => boolean) => (line: string) => {
   const l = parse(line)
   return l.event === "change" && l.name === name && what(l)
@@ -280,6 +285,7 @@ describe("sandbox-watch with no cluster configured", () => {
         // stdout stays pure NDJSON: the demo's narration went to stderr.
         const lines = stdout.map(parse)
         expect(lines.filter((l) => l.event === "synced")).toHaveLength(1)
+        expect(stdout.filter(isDemoSynced)).toHaveLength(1)
         expect(lines.every((l) => l.event === "synced" || l.event === "change")).toBe(true)
         expect(new Set(lines.filter((l) => l.event === "change").map((l) => l.name))).toStrictEqual(
           new Set(["alpha-1", "bravo-1", "charlie-1", "delta-1"])
@@ -321,7 +327,7 @@ describe("sandbox-watch with no cluster configured", () => {
     Effect.gen(function*() {
       const home = yield* tempDir
       const program = yield* Program.start(["--demo", "--output", "ndjson"], Program.noClusterEnv(home))
-      yield* program.awaitStdout(isSynced)
+      yield* program.awaitStdout(isDemoSynced)
       yield* program.kill("SIGTERM")
       expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
     }), ProcessTimeout)
@@ -336,7 +342,7 @@ describe("sandbox-watch configuration errors", () => {
       const dir = yield* tempDir
       const program = yield* Program.start(["--output", "ndjson", ...args(dir)], env(dir))
       const exited = yield* program.exited
-      return { exited, stdout: yield* program.stdout, stderr: (yield* program.stderr).filter((l) => l.length > 0), dir }
+      return { exited, stdout: yield* program.stdout, stderr: yield* program.stderr, dir }
     })
 
   it.scopedLive("a kubeconfig that is not YAML: one line on stderr, exit 1", () =>
@@ -401,9 +407,35 @@ describe("sandbox-watch configuration errors", () => {
     Effect.gen(function*() {
       const { exited, stderr } = yield* fails(() => ["--demo", "--duration", "soon"])
       expect(exited.code).toBe(2)
-      expect(stderr.join("\n")).toContain(`--duration "soon" is not a duration`)
-      expect(stderr.join("\n")).not.toContain("\x1b[")
+      // One line: what is wrong and where to look, not the message and a second line.
+      expect(stderr).toStrictEqual([
+        `sandbox-watch: --duration "soon" is not a duration; try 30s, 5m or 1h30m; see sandbox-watch --help`
+      ])
     }), ProcessTimeout)
+
+  it.scopedLive("a flag the program does not have is a usage error: exit 2, one line", () =>
+    Effect.gen(function*() {
+      const { exited, stderr, stdout } = yield* fails(() => ["--demo", "--bogus"])
+      expect(exited.code).toBe(2)
+      expect(stdout).toStrictEqual([])
+      expect(stderr).toStrictEqual([`sandbox-watch: Received unknown argument: '--bogus'; see sandbox-watch --help`])
+    }), ProcessTimeout)
+
+  it.scopedLive(
+    "a --namespace that is not a namespace name is a usage error: exit 2, one line, no request",
+    () =>
+      Effect.gen(function*() {
+        // --demo --duration: today's program would run (and end) rather than hang on a 404 for ever.
+        for (const bad of ["", "Bad_NS!", "a".repeat(64), "Upper"]) {
+          const { exited, stderr, stdout } = yield* fails(() => ["--demo", "--duration", "5s", "--namespace", bad])
+          expect(exited.code).toBe(2)
+          expect(stdout).toStrictEqual([])
+          expect(stderr).toHaveLength(1)
+          expect(stderr[0]).toContain(`sandbox-watch: --namespace ${JSON.stringify(bad)}: not a namespace name`)
+        }
+      }),
+    ProcessTimeout
+  )
 
   it.scopedLive("a limit that is not one is a usage error: exit 2, naming the flag", () =>
     Effect.gen(function*() {
@@ -411,6 +443,7 @@ describe("sandbox-watch configuration errors", () => {
         const [args, said] of [
           [["--max-line-bytes", "lots"], `--max-line-bytes "lots": not a byte count`],
           [["--max-list-page-bytes", "0"], `--max-list-page-bytes "0": not a byte count`],
+          [["--max-list-items", "0"], `--max-list-items "0": not a whole number of at least 1`],
           [["--body-timeout", "0s"], `--body-timeout "0s": must be more than 0`],
           [["--headers-timeout", "soon"], `--headers-timeout "soon": not a duration`]
         ] as const
@@ -476,6 +509,66 @@ describe("sandbox-watch in a pod: where the service account is mounted", () => {
   )
 })
 
+describe("sandbox-watch never shows invented data as a cluster's", () => {
+  /** The program in `env` (HOME an empty directory unless `env` says): its exit and lines. */
+  const runIn = (env: (home: string) => Record<string, string>) =>
+    Effect.gen(function*() {
+      const home = yield* tempDir
+      const program = yield* Program.start(["--output", "ndjson", "--duration", "5s"], env(home))
+      const exited = yield* program.exited
+      return { exited, stdout: yield* program.stdout, stderr: yield* program.stderr, home }
+    })
+
+  it.scopedLive(
+    "KUBECONFIG naming only files that do not exist: exit 1, one line naming them, no demo",
+    () =>
+      Effect.gen(function*() {
+        const { exited, stderr, stdout } = yield* runIn((home) => ({
+          HOME: home,
+          KUBECONFIG: `${join(home, "gone-a")}:${join(home, "gone-b")}`
+        }))
+        expect(exited).toStrictEqual({ code: 1, signal: null })
+        expect(stdout).toStrictEqual([])
+        expect(stderr).toHaveLength(1)
+        expect(stderr[0]).toMatch(/^sandbox-watch: KUBECONFIG=.*gone-a:.*gone-b \(no such file\)/)
+        expect(stderr[0]).not.toContain("simulated API server at")
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "a pod's environment without a service-account token: exit 1, one line naming the token file",
+    () =>
+      Effect.gen(function*() {
+        const { exited, stderr, stdout } = yield* runIn((home) => ({
+          HOME: home,
+          KUBERNETES_SERVICE_HOST: "127.0.0.1",
+          KUBERNETES_SERVICE_PORT: "1"
+        }))
+        expect(exited).toStrictEqual({ code: 1, signal: null })
+        expect(stdout).toStrictEqual([])
+        expect(stderr).toHaveLength(1)
+        expect(stderr[0]).toMatch(
+          /^sandbox-watch: .*127\.0\.0\.1:1 is set, but \/var\/run\/secrets\/.*\/token does not exist/
+        )
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive("a ~/.kube/config that names no cluster: exit 1, one line naming it", () =>
+    Effect.gen(function*() {
+      const { exited, stderr, stdout } = yield* runIn((home) => {
+        mkdirSync(join(home, ".kube"))
+        writeFileSync(join(home, ".kube", "config"), "apiVersion: v1\nkind: Config\nclusters: []\n")
+        return { HOME: home }
+      })
+      expect(exited).toStrictEqual({ code: 1, signal: null })
+      expect(stdout).toStrictEqual([])
+      expect(stderr).toHaveLength(1)
+      expect(stderr[0]).toMatch(/^sandbox-watch: .*\.kube\/config \(no clusters, contexts or users in it\)/)
+    }), ProcessTimeout)
+})
+
 describe("sandbox-watch --help", () => {
   // `script` gives the program a pseudo-terminal, as an operator's shell would.
   const helpOnTerminal = (home: string, env: Record<string, string>) =>
@@ -523,4 +616,31 @@ describe("sandbox-watch --help", () => {
         expect(help).toContain(flag)
       }
     }), ProcessTimeout)
+
+  it("lists exactly the flags the parser accepts", () => {
+    // The help is written from Usage.ts without loading the parser; this keeps the two in step.
+    const parsed = HelpDoc.toAnsiText(Command.getHelp(Cli.command, CliConfig.defaultConfig))
+    const flagsIn = (text: string) => new Set(text.match(/--[a-z][a-z-]*/g))
+    const cliBuiltIns = ["--completions", "--wizard"]
+    const help = Usage.help({ colours: false })
+    expect(flagsIn(help)).toStrictEqual(new Set([...flagsIn(parsed)].filter((f) => !cliBuiltIns.includes(f))))
+    expect(Usage.Flags.selector.description).toContain(`\`${DefaultLabelSelector}\``)
+    expect(Usage.Version).toBe(JSON.parse(readFileSync(join(Program.root, "package.json"), "utf8")).version)
+  })
+
+  it.scopedLive(
+    "shows only the program's own options: no built-in of the CLI library, each flag once",
+    () =>
+      Effect.gen(function*() {
+        const home = yield* tempDir
+        const program = yield* Program.start(["--help"], { HOME: home })
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        const help = (yield* program.stdout).join("\n")
+        for (const leak of ["--wizard", "--completions", "A user-defined piece of text", "This setting is optional"]) {
+          expect(help).not.toContain(leak)
+        }
+        expect(help.match(/^\s*--log-level\b/gm)).toHaveLength(1)
+      }),
+    ProcessTimeout
+  )
 })

@@ -6,6 +6,9 @@
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { Cause, Config, Console, Data, Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
 import { parseLabelSelector } from "../internal/labelSelector.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
@@ -17,13 +20,14 @@ import * as Demo from "./Demo.ts"
 import * as NdjsonOutput from "./NdjsonOutput.ts"
 import * as TableView from "./TableView.ts"
 import * as Telemetry from "./Telemetry.ts"
+import * as Usage from "./Usage.ts"
 
 /** The environment variable that names the service-account directory when `--service-account-dir` does not. */
 export const ServiceAccountDirVariable = "SANDBOX_WATCH_SERVICE_ACCOUNT_DIR"
 
 /** The program's name, in help and in every error line. */
-export const Name = "sandbox-watch"
-export const Version = "0.1.0"
+export const Name = Usage.Name
+export const Version = Usage.Version
 
 /** The configuration cannot be used (a broken kubeconfig, a context that does not exist, ...). */
 export class ConfigurationError extends Data.TaggedError("ConfigurationError")<{ readonly message: string }> {}
@@ -67,13 +71,27 @@ export interface Flags {
   readonly bodyTimeout: Option.Option<Duration.Duration>
   readonly maxLineBytes: Option.Option<number>
   readonly maxListPageBytes: Option.Option<number>
+  readonly maxListItems: Option.Option<number>
   readonly listMode: "auto" | "stream" | "paged"
   readonly gzipStreamingLists: boolean
 }
 
-/** A usage error about one flag's value: names the flag and points to --help. */
+/** A usage error about one flag's value, naming the flag (`main` adds where to look next). */
 const invalid = (flag: string, text: string, why: string) =>
-  Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} ${JSON.stringify(text)}: ${why}; see --help`)))
+  Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${flag} ${JSON.stringify(text)}: ${why}`)))
+
+/** A namespace name is an RFC 1123 label: what kube-apiserver accepts in a request's path. */
+const NamespaceName = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
+
+/** Why `name` cannot be a namespace, if it cannot. */
+export const namespaceProblem = (name: string): Option.Option<string> =>
+  name.length > 63
+    ? Option.some(`not a namespace name: ${name.length} characters, at most 63`)
+    : NamespaceName.test(name)
+    ? Option.none()
+    : Option.some(
+      "not a namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit"
+    )
 
 /** A byte count: a whole number, or one with a binary suffix (`16Mi`, `512Ki`, `1Gi`). */
 export const parseBytes = (text: string): Option.Option<number> => {
@@ -85,7 +103,7 @@ export const parseBytes = (text: string): Option.Option<number> => {
 }
 
 /** A flag that takes a duration (`30s`, `2m`), said wrong in one line. */
-const durationFlag = (name: string, description: string) =>
+const durationFlag = ({ description, name }: Usage.FlagDoc) =>
   Options.text(name).pipe(
     Options.withPseudoName("duration"),
     Options.withDescription(description),
@@ -101,7 +119,7 @@ const durationFlag = (name: string, description: string) =>
   )
 
 /** A flag that takes a byte count (`16Mi`, `1048576`), said wrong in one line. */
-const bytesFlag = (name: string, description: string) =>
+const bytesFlag = ({ description, name }: Usage.FlagDoc) =>
   Options.text(name).pipe(
     Options.withPseudoName("bytes"),
     Options.withDescription(description),
@@ -114,6 +132,19 @@ const bytesFlag = (name: string, description: string) =>
     Options.optional
   )
 
+/** A flag that takes a whole number of at least 1, said wrong in one line. */
+const countFlag = ({ description, name }: Usage.FlagDoc) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("count"),
+    Options.withDescription(description),
+    Options.mapEffect((text) =>
+      /^[1-9][0-9]*$/.test(text) && Number.isSafeInteger(Number(text))
+        ? Effect.succeed(Number(text))
+        : invalid(name, text, "not a whole number of at least 1")
+    ),
+    Options.optional
+  )
+
 /** `--namespace --demo` is a forgotten value, not a namespace called `--demo`. */
 const notAFlag = (flag: string) => (text: string) =>
   text.startsWith("-") ? invalid(flag, text, `needs a value, and ${text} is a flag`) : Effect.succeed(text)
@@ -122,18 +153,21 @@ const flags = {
   namespace: Options.text("namespace").pipe(
     Options.withPseudoName("name"),
     Options.withAlias("n"),
-    Options.withDescription(
-      "The namespace to watch. Default: the context's namespace (or the service account's), else `default`."
-    ),
+    Options.withDescription(Usage.Flags.namespace.description),
     Options.mapEffect(notAFlag("namespace")),
+    // Checked here: a bad name would be a path kube-apiserver answers 404, retried for ever.
+    Options.mapEffect((text) =>
+      Option.match(namespaceProblem(text), {
+        onNone: () => Effect.succeed(text),
+        onSome: (why) => invalid("namespace", text, why)
+      })
+    ),
     Options.optional
   ),
   selector: Options.text("selector").pipe(
     Options.withPseudoName("selector"),
     Options.withAlias("l"),
-    Options.withDescription(
-      `The label selector of the Sandboxes to watch, checked before the first request. Default: \`${DefaultLabelSelector}\`.`
-    ),
+    Options.withDescription(Usage.Flags.selector.description),
     Options.withDefault(DefaultLabelSelector),
     Options.mapEffect((text) =>
       Either.match(parseLabelSelector(text), {
@@ -144,21 +178,19 @@ const flags = {
   ),
   kubeconfig: Options.text("kubeconfig").pipe(
     Options.withPseudoName("file"),
-    Options.withDescription("The kubeconfig file to use (default: KUBECONFIG, then ~/.kube/config, then in-cluster)."),
+    Options.withDescription(Usage.Flags.kubeconfig.description),
     Options.mapEffect(notAFlag("kubeconfig")),
     Options.optional
   ),
   context: Options.text("context").pipe(
     Options.withPseudoName("name"),
-    Options.withDescription("The kubeconfig context to use. Default: the kubeconfig's current-context."),
+    Options.withDescription(Usage.Flags.context.description),
     Options.mapEffect(notAFlag("context")),
     Options.optional
   ),
   serviceAccountDir: Options.text("service-account-dir").pipe(
     Options.withPseudoName("dir"),
-    Options.withDescription(
-      `Where a pod's service account is mounted (token, ca.crt, namespace), for the in-cluster configuration; also ${ServiceAccountDirVariable}. Default: \`${KubeConfig.DefaultServiceAccountDir}\`.`
-    ),
+    Options.withDescription(Usage.Flags.serviceAccountDir.description),
     Options.withFallbackConfig(Config.string(ServiceAccountDirVariable)),
     Options.mapEffect(notAFlag("service-account-dir")),
     Options.optional,
@@ -167,25 +199,21 @@ const flags = {
   ),
   output: Options.choice("output", ["table", "ndjson"]).pipe(
     Options.withAlias("o"),
-    Options.withDescription(
-      "`table`: a live view for a terminal (default when stdout is a terminal). `ndjson`: one JSON object a line (default otherwise)."
-    ),
+    Options.withDescription(Usage.Flags.output.description),
     Options.optional
   ),
   demo: Options.boolean("demo").pipe(
-    Options.withDescription(
-      "Run against an embedded simulated API server with a demo operator. Default: off, but the demo runs when no cluster is configured."
-    )
+    Options.withDescription(Usage.Flags.demo.description)
   ),
   duration: Options.text("duration").pipe(
     Options.withPseudoName("duration"),
-    Options.withDescription("Stop after this long, e.g. `30s`, `5m`, `1h`. Default: run until interrupted."),
+    Options.withDescription(Usage.Flags.duration.description),
     Options.mapEffect((text) =>
       Option.match(parseDuration(text), {
         onNone: () =>
           Effect.fail(
             ValidationError.invalidValue(
-              HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m; see --help`)
+              HelpDoc.p(`--duration ${JSON.stringify(text)} is not a duration; try 30s, 5m or 1h30m`)
             )
           ),
         onSome: Effect.succeed
@@ -194,22 +222,18 @@ const flags = {
     Options.optional
   ),
   logFormat: Options.choice("log-format", ["text", "json", "logfmt"]).pipe(
-    Options.withDescription(
-      "How log lines are written to stderr: `text` (for a person), `json` (one object a line, annotations as fields) or `logfmt`. Default: `text`."
-    ),
+    Options.withDescription(Usage.Flags.logFormat.description),
     Options.withDefault("text" as const)
   ),
   logLevel: Options.choice("log-level", ["trace", "debug", "info", "warning", "error", "fatal", "none"]).pipe(
-    Options.withDescription("The least severe log lines written, anywhere on the command line. Default: `info`."),
+    Options.withDescription(Usage.Flags.logLevel.description),
     Options.map((level): LogLevel.Literal => (level === "warning" ? "Warning" : capitalize(level)) as LogLevel.Literal),
     // Optional: given first, @effect/cli's own --log-level takes it, and must not be overridden.
     Options.optional
   ),
   metricsAddress: Options.text("metrics-address").pipe(
     Options.withPseudoName("host:port"),
-    Options.withDescription(
-      "Serve /metrics (Prometheus), /healthz and /readyz at this address, e.g. `127.0.0.1:9090` or `:9090` (port 0: any free port, said on stderr). Default: off."
-    ),
+    Options.withDescription(Usage.Flags.metricsAddress.description),
     Options.mapEffect((text) =>
       Option.match(Telemetry.parseAddress(text), {
         onNone: () => invalid("metrics-address", text, "not HOST:PORT"),
@@ -218,33 +242,18 @@ const flags = {
     ),
     Options.optional
   ),
-  headersTimeout: durationFlag(
-    "headers-timeout",
-    "How long a request to the apiserver may wait for its answer's status and headers. Default: `30s`."
-  ),
-  bodyTimeout: durationFlag(
-    "body-timeout",
-    "How long a list page or another answer that is not a watch may take to arrive whole. Default: `60s`."
-  ),
+  headersTimeout: durationFlag(Usage.Flags.headersTimeout),
+  bodyTimeout: durationFlag(Usage.Flags.bodyTimeout),
   listMode: Options.choice("list-mode", ["auto", "stream", "paged"]).pipe(
-    Options.withDescription(
-      "How the watch lists: `auto` (stream, and page from then on once the server shows it cannot), `stream` (one watch with the initial events, kube-apiserver 1.27+ with WatchList), or `paged` (pages of 500). Default: `auto`."
-    ),
+    Options.withDescription(Usage.Flags.listMode.description),
     Options.withDefault("auto" as const)
   ),
   gzipStreamingLists: Options.boolean("gzip-streaming-lists").pipe(
-    Options.withDescription(
-      "Ask kube-apiserver 1.37+ to gzip a streaming list (WatchListCompression): fewer bytes, more CPU on both ends; for a cluster behind a slow or metered link."
-    )
+    Options.withDescription(Usage.Flags.gzipStreamingLists.description)
   ),
-  maxLineBytes: bytesFlag(
-    "max-line-bytes",
-    "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
-  ),
-  maxListPageBytes: bytesFlag(
-    "max-list-page-bytes",
-    "The largest list page (or other answer that is not a watch) read, e.g. `128Mi`; past it the read stops, the list fails and is tried again after a back-off. Default: `128Mi`."
-  )
+  maxLineBytes: bytesFlag(Usage.Flags.maxLineBytes),
+  maxListPageBytes: bytesFlag(Usage.Flags.maxListPageBytes),
+  maxListItems: countFlag(Usage.Flags.maxListItems)
 }
 
 const capitalize = (word: string) => word.charAt(0).toUpperCase() + word.slice(1)
@@ -254,6 +263,28 @@ type Target =
   | { readonly _tag: "Cluster"; readonly connection: KubeConfig.ClusterConnection }
   | { readonly _tag: "Demo"; readonly notConfigured: Option.Option<string> }
 
+/**
+ * Which of the places kubectl reads point at a cluster, whether or not they work: `KUBECONFIG` set,
+ * a `~/.kube/config` file, a pod's `KUBERNETES_SERVICE_HOST`/`_PORT`. Each as the prefix of the
+ * line `KubeConfig.resolve` reports it under (its `looked`).
+ */
+const pointersToACluster = (env: NodeJS.ProcessEnv): ReadonlyArray<string> => {
+  const home = env["HOME"] ?? Os.homedir()
+  const homeConfig = NodePath.join(home, ".kube", "config")
+  return [
+    ...((env["KUBECONFIG"] ?? "").split(NodePath.delimiter).some((entry) => entry !== "") ? ["KUBECONFIG="] : []),
+    ...(Fs.existsSync(homeConfig) ? [homeConfig] : []),
+    ...((env["KUBERNETES_SERVICE_HOST"] ?? "") !== "" || (env["KUBERNETES_SERVICE_PORT"] ?? "") !== ""
+      ? ["in-cluster"]
+      : [])
+  ]
+}
+
+/**
+ * The cluster, or the demo: asked for (`--demo`), or when nothing at all points at a cluster. A
+ * configuration that is there but cannot be used is an error naming what is missing, never the
+ * demo: invented Sandboxes must not pass for a cluster's (kubectl invents none either).
+ */
 const resolveTarget = (f: Flags) => {
   if (f.demo) return Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.none() })
   // Named on purpose, so a cluster is meant: not finding one is an error, never the demo.
@@ -265,10 +296,20 @@ const resolveTarget = (f: Flags) => {
   }).pipe(
     Effect.map((connection): Target => ({ _tag: "Cluster", connection })),
     Effect.catchTags({
-      KubeConfigNotFound: (error) =>
-        explicit
-          ? Effect.fail(new ConfigurationError({ message: error.message }))
-          : Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.some(error.message) }),
+      KubeConfigNotFound: (error) => {
+        if (explicit) return Effect.fail(new ConfigurationError({ message: error.message }))
+        const pointers = pointersToACluster(process.env)
+        if (pointers.length === 0) {
+          return Effect.succeed<Target>({ _tag: "Demo", notConfigured: Option.some(error.message) })
+        }
+        const unusable = error.looked.filter((place) => pointers.some((prefix) => place.startsWith(prefix)))
+        return Effect.fail(
+          new ConfigurationError({
+            message: `${(unusable.length > 0 ? unusable : error.looked).join("; ")}: ` +
+              "a cluster is configured there but cannot be used; fix it, or pass --demo to watch the embedded simulated cluster"
+          })
+        )
+      },
       KubeConfigError: (error) => Effect.fail(new ConfigurationError({ message: error.message }))
     })
   )
@@ -276,11 +317,15 @@ const resolveTarget = (f: Flags) => {
 
 const clock = (date: Date) => date.toISOString().slice(11, 23)
 
-/** One line a log: time, level, message, annotations, and the first line of a cause. */
-export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
-  const message = (Array.isArray(options.message) ? options.message : [options.message])
+/** A log's message as text. */
+const messageText = (options: Logger.Logger.Options<unknown>): string =>
+  (Array.isArray(options.message) ? options.message : [options.message])
     .map((m) => (typeof m === "string" ? m : Cause.isCause(m) ? Cause.pretty(m) : JSON.stringify(m)))
     .join(" ")
+
+/** One line a log: time, level, message, annotations, and the first line of a cause. */
+export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
+  const message = messageText(options)
   const annotations = [...options.annotations].map(([k, v]) => ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
     .join("")
   const cause = Cause.isEmpty(options.cause) ? "" : ` (${Cause.pretty(options.cause).split("\n")[0]})`
@@ -296,10 +341,19 @@ const formatters: Record<Flags["logFormat"], Logger.Logger<unknown, string>> = {
   logfmt: Logger.logfmtLogger
 }
 
-/** Logs never go to stdout: to stderr, and in the table view under the table. */
+/**
+ * Logs never go to stdout: to stderr, and in the table view under the table (a warning's message
+ * also to its status line, which says why the watch is not synced).
+ */
 const loggerFor = (view: Option.Option<TableView.LogLines>, format: Flags["logFormat"]) =>
-  Logger.map(formatters[format], (line) => {
-    if (Option.isSome(view)) view.value.push(line)
+  Logger.make<unknown, void>((options) => {
+    const line = formatters[format].log(options)
+    if (Option.isSome(view)) {
+      view.value.push(
+        line,
+        LogLevel.greaterThanEqual(options.logLevel, LogLevel.Warning) ? messageText(options) : undefined
+      )
+    }
     // With a table on the terminal, stderr on the same terminal would tear the screen.
     if (Option.isNone(view) || !process.stderr.isTTY) process.stderr.write(`${line}\n`)
   })
@@ -342,19 +396,26 @@ const plain = (args: ReadonlyArray<unknown>) =>
   args.map((arg) => (typeof arg === "string" ? arg.replace(ansiStyle, "") : arg))
 
 /**
- * `@effect/cli` styles its help and usage errors with ANSI codes wherever they go: this console
- * drops them from what goes to a pipe, a file, or a terminal with NO_COLOR set.
+ * `@effect/cli` styles what it prints with ANSI codes wherever it goes: this console drops them
+ * from what goes to a pipe, a file, or a terminal with NO_COLOR set. Its usage errors (its only
+ * use of `error`) are not printed: `main` says each in one line of its own.
  */
-const colourOnlyOnTerminals = (base: Console.Console): Console.Console => ({
+const cliConsole = (base: Console.Console): Console.Console => ({
   ...base,
   log: (...args) => base.log(...(colourful(process.stdout) ? args : plain(args))),
-  error: (...args) => base.error(...(colourful(process.stderr) ? args : plain(args))),
+  error: () => Effect.void,
   unsafe: {
     ...base.unsafe,
     log: (...args) => base.unsafe.log(...(colourful(process.stdout) ? args : plain(args))),
-    error: (...args) => base.unsafe.error(...(colourful(process.stderr) ? args : plain(args)))
+    error: () => {}
   }
 })
+
+/** A usage error in one line: what was wrong, and where to look next. */
+const usageLine = (error: ValidationError.ValidationError): string => {
+  const said = "error" in error ? HelpDoc.toAnsiText(error.error) : "the command line is not understood"
+  return `${Name}: ${said.replace(ansiStyle, "").replace(/\s+/g, " ").trim()}; see ${Name} --help`
+}
 
 /** The watch's silence that makes /readyz say not ready: its timeoutSeconds (240) plus its idle margin (30 s). */
 const SilenceLimit = Duration.seconds(270)
@@ -369,7 +430,8 @@ const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
   ...Option.match(f.headersTimeout, { onNone: () => ({}), onSome: (headersTimeout) => ({ headersTimeout }) }),
   ...Option.match(f.bodyTimeout, { onNone: () => ({}), onSome: (bodyTimeout) => ({ bodyTimeout }) }),
   ...Option.match(f.maxLineBytes, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) }),
-  ...Option.match(f.maxListPageBytes, { onNone: () => ({}), onSome: (maxListPageBytes) => ({ maxListPageBytes }) })
+  ...Option.match(f.maxListPageBytes, { onNone: () => ({}), onSome: (maxListPageBytes) => ({ maxListPageBytes }) }),
+  ...Option.match(f.maxListItems, { onNone: () => ({}), onSome: (maxListItems) => ({ maxListItems }) })
 })
 
 const watchLayer = (namespace: string, f: Flags) =>
@@ -400,9 +462,9 @@ export const run = (f: Flags) =>
           ? Effect.sync(() => process.stderr.write(`${Name}: ${line}\n`))
           : Effect.logInfo(line)
 
-      const show = (namespace: string) =>
+      const show = (namespace: string, demo: boolean) =>
         output === "ndjson"
-          ? NdjsonOutput.run((line) => writeStdout(`${line}\n`))
+          ? NdjsonOutput.run((line) => writeStdout(`${line}\n`), { demo })
           : TableView.run({
             header,
             logs: view.pipe(Option.getOrElse(() => new TableView.LogLines(8))),
@@ -421,7 +483,7 @@ export const run = (f: Flags) =>
           onSome: (d) => Effect.asVoid(Effect.timeoutOption(effect, d))
         })
       /** The watch shown, and its metrics and health served when asked, for as long as it runs. */
-      const watchAndServe = (namespace: string) =>
+      const watchAndServe = (namespace: string, demo: boolean) =>
         Effect.scoped(Effect.gen(function*() {
           if (Option.isSome(f.metricsAddress)) {
             const watch = yield* SandboxWatch.SandboxWatch
@@ -432,17 +494,24 @@ export const run = (f: Flags) =>
             }).pipe(Effect.mapError((error) => new ConfigurationError({ message: error.message })))
             yield* say(`metrics at ${url}/metrics, health at ${url}/healthz and ${url}/readyz`)
           }
-          yield* bounded(show(namespace))
+          yield* bounded(show(namespace, demo))
         }))
 
       if (target._tag === "Cluster") {
         const namespace = Option.orElse(f.namespace, () => target.connection.namespace).pipe(
           Option.getOrElse(() => "default")
         )
+        // The flag is checked as it is parsed; a context's (or service account's) namespace here.
+        const problem = namespaceProblem(namespace)
+        if (Option.isSome(problem)) {
+          return yield* new ConfigurationError({
+            message: `namespace ${JSON.stringify(namespace)} from ${target.connection.source}: ${problem.value}`
+          })
+        }
         yield* say(
           `watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`
         )
-        return yield* watchAndServe(namespace).pipe(
+        return yield* watchAndServe(namespace, false).pipe(
           Effect.provide(
             watchLayer(namespace, f).pipe(
               Layer.provide(Layer.succeed(KubeConfig.KubeConfig, target.connection))
@@ -459,20 +528,13 @@ export const run = (f: Flags) =>
           Option.match(target.notConfigured, {
             onNone: () =>
               `demo: watching an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator`,
-            onSome: () => {
-              // KUBECONFIG set, naming only files that are not there: said first, as kubectl would
-              // skip them too, rather than a demo that looks like the cluster.
-              const kubeconfig = process.env.KUBECONFIG ?? ""
-              const why = kubeconfig === ""
-                ? "no Kubernetes cluster is configured"
-                : `KUBECONFIG names no file that exists (${kubeconfig}) and nothing else configures a cluster`
-              return `${why}, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
-            }
+            onSome: () =>
+              `no Kubernetes cluster is configured, so this is the demo: an embedded simulated API server at ${server.url} (namespace ${namespace}) played by a demo operator. Point --kubeconfig or KUBECONFIG at a cluster to watch it instead.`
           })
         )
         if (Option.isSome(target.notConfigured)) yield* Effect.logDebug(target.notConfigured.value)
         yield* Effect.forkScoped(Demo.operator({ namespace }))
-        yield* watchAndServe(namespace)
+        yield* watchAndServe(namespace, true)
       }).pipe(
         Effect.scoped,
         Effect.provide(watchLayer(namespace, f).pipe(Layer.provideMerge(demoLayer))),
@@ -496,9 +558,7 @@ export const run = (f: Flags) =>
 
 /** The command, for `@effect/cli`. */
 export const command = Command.make(Name, flags, run).pipe(
-  Command.withDescription(
-    "Keep the one watch of every Sandbox (jr2.dev/v1alpha1) under a label selector in a namespace, and show it: a live table on a terminal, NDJSON otherwise."
-  )
+  Command.withDescription(Usage.Description)
 )
 
 const cli = Command.run(command, { name: Name, version: Version })
@@ -508,12 +568,11 @@ const cli = Command.run(command, { name: Name, version: Version })
  * why), a configuration error is one line on stderr and exits 1, a defect is a bug and says so.
  */
 export const main = (argv: ReadonlyArray<string>): Effect.Effect<void, ExitCode> =>
-  Console.consoleWith((base) => Effect.withConsole(cli(argv), colourOnlyOnTerminals(base))).pipe(
+  Console.consoleWith((base) => Effect.withConsole(cli(argv), cliConsole(base))).pipe(
     Effect.catchAll((error) =>
       ValidationError.isValidationError(error)
         ? Effect.zipRight(
-          // @effect/cli has said what was wrong; where to look next is ours to say.
-          Effect.sync(() => process.stderr.write(`${Name}: usage: see ${Name} --help\n`)),
+          Effect.sync(() => process.stderr.write(`${usageLine(error)}\n`)),
           Effect.fail(new ExitCode({ code: 2 }))
         )
         : Effect.zipRight(

@@ -2,6 +2,7 @@
  * The program's machine-readable output: one JSON object a line, written as it happens.
  *
  * - `{"event":"synced"}` once, after the first list, when every Sandbox that list had has been told;
+ *   `{"event":"synced","demo":true}` when what follows is the demo's, invented, not a cluster's;
  * - `{"event":"change","name":"<name>","sandbox":{...}}` when the cluster says the Sandbox exists in
  *   that state (the cached object, as decoded);
  * - `{"event":"change","name":"<name>","sandbox":null}` when the cluster says it is gone.
@@ -13,8 +14,14 @@ import { Chunk, Effect, Option, Stream } from "effect"
 import type { SandboxChange } from "../SandboxWatch.ts"
 import { SandboxWatch } from "../SandboxWatch.ts"
 
+export interface Options {
+  /** The watch is of the demo's simulated cluster: the `synced` line says so. */
+  readonly demo: boolean
+}
+
 /** The `synced` line. */
-export const syncedLine = (): string => JSON.stringify({ event: "synced" })
+export const syncedLine = (options: Options): string =>
+  JSON.stringify(options.demo ? { event: "synced", demo: true } : { event: "synced" })
 
 /** A `change` line: the Sandbox as cached, or `null` for gone. */
 export const changeLine = (change: SandboxChange): string =>
@@ -26,24 +33,27 @@ export const changeLine = (change: SandboxChange): string =>
  * cache as its first batch, so `synced` follows that batch (or comes at once when the cache is
  * empty) — no per-line snapshot, which would cost O(n²) on a large namespace.
  */
-export const lines: Stream.Stream<string, never, SandboxWatch> = Stream.unwrap(
-  Effect.gen(function*() {
-    const watch = yield* SandboxWatch
-    yield* watch.synced
-    const emptyAtSync = (yield* watch.snapshot).size === 0
-    let saidSynced = emptyAtSync
-    const changes = watch.allChanges.pipe(
-      Stream.mapChunks((batch) => {
-        const out = Chunk.map(batch, changeLine)
-        if (saidSynced) return out
-        saidSynced = true
-        return Chunk.append(out, syncedLine())
-      })
-    )
-    return emptyAtSync ? Stream.concat(Stream.make(syncedLine()), changes) : changes
-  })
-)
+export const lines = (options: Options): Stream.Stream<string, never, SandboxWatch> =>
+  Stream.unwrap(
+    Effect.gen(function*() {
+      const watch = yield* SandboxWatch
+      yield* watch.synced
+      const emptyAtSync = (yield* watch.snapshot).size === 0
+      let saidSynced = emptyAtSync
+      const changes = watch.allChanges.pipe(
+        Stream.mapChunks((batch) => {
+          const out = Chunk.map(batch, changeLine)
+          if (saidSynced) return out
+          saidSynced = true
+          return Chunk.append(out, syncedLine(options))
+        })
+      )
+      return emptyAtSync ? Stream.concat(Stream.make(syncedLine(options)), changes) : changes
+    })
+  )
 
 /** Write every line with `write` (one call a line, without the newline) until interrupted. */
-export const run = <E>(write: (line: string) => Effect.Effect<void, E>): Effect.Effect<void, E, SandboxWatch> =>
-  Stream.runForEach(lines, write)
+export const run = <E>(
+  write: (line: string) => Effect.Effect<void, E>,
+  options: Options
+): Effect.Effect<void, E, SandboxWatch> => Stream.runForEach(lines(options), write)

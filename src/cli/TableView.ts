@@ -24,6 +24,8 @@ export interface ViewState {
   readonly header: ReadonlyArray<string>
   /** The latest log lines, oldest first. */
   readonly logs: ReadonlyArray<string>
+  /** The latest warning's message, if any: why the watch is not synced, while it is not. */
+  readonly problem?: string | undefined
 }
 
 /** How long a gone Sandbox stays on screen (dimmed) before its row is dropped. */
@@ -147,10 +149,24 @@ const raw = (row: Row, name: string, now: number): { readonly cells: ReadonlyArr
     }
   })
 
-/** The status line: synced, last heard, re-lists, restarts, cached. */
-export const statusLine = (health: SandboxWatchHealth, now: number): string =>
+/**
+ * A warning as the status line says it: without the request and the server it names (`GET <path>
+ * to <server> got no answer: ...`), which can be longer than a terminal; the header names the server.
+ */
+export const shortProblem = (message: string): string =>
+  visible(message.replace(/^[A-Z]+ \/\S* (?:to \S+ )?/, "").replace(/\s+/g, " ").trim())
+
+/**
+ * The status line: synced, last heard, re-lists, restarts, cached. Not synced, why comes first
+ * (the latest warning), so that it is what a narrow terminal still shows.
+ */
+export const statusLine = (health: SandboxWatchHealth, now: number, problem?: string): string =>
   [
-    health.synced ? "synced" : "not synced yet",
+    health.synced
+      ? "synced"
+      : problem === undefined
+      ? "not synced yet"
+      : `not synced: ${shortProblem(problem)}`,
     `last heard ${Option.match(health.lastHeard, { onNone: () => "never", onSome: (t) => `${age(now - t)} ago` })}`,
     `re-lists ${health.relists}`,
     `watch restarts ${health.watchRestarts}`,
@@ -219,7 +235,7 @@ export const render = (
   const paint = (code: string, line: string) => (options.colours && code !== "" ? `${code}${line}${ansi.reset}` : line)
   const top = [
     ...state.header.map((h) => clip(visible(h))),
-    paint(ansi.dim, clip(statusLine(state.health, now))),
+    paint(ansi.dim, clip(statusLine(state.health, now, state.problem))),
     "",
     paint(ansi.bold, clip(pad(Columns)))
   ]
@@ -240,18 +256,24 @@ export const render = (
   return [...top, ...rows, ...(logs.length === 0 ? [] : ["", ...logs])]
 }
 
-/** A bounded buffer of log lines the view shows under the table. */
+/** A bounded buffer of log lines the view shows under the table, and the latest warning's message. */
 export class LogLines {
   private readonly lines: Array<string> = []
   private listener: (() => void) | undefined = undefined
+  private latestProblem: string | undefined = undefined
   constructor(readonly capacity: number) {}
-  push(line: string): void {
+  /** A log line; `problem` is its message when it is a warning or worse. */
+  push(line: string, problem?: string): void {
     this.lines.push(line)
     if (this.lines.length > this.capacity) this.lines.splice(0, this.lines.length - this.capacity)
+    if (problem !== undefined) this.latestProblem = problem
     this.listener?.()
   }
   get current(): ReadonlyArray<string> {
     return this.lines
+  }
+  get problem(): string | undefined {
+    return this.latestProblem
   }
   /** Be told of every push (the view redraws); one listener at a time. */
   onPush(listener: (() => void) | undefined): void {
@@ -290,11 +312,21 @@ export const run = (options: RunOptions): Effect.Effect<void, never, SandboxWatc
       }
       const width = options.width()
       const height = options.height()
-      const lines = render({ rows, health, header: options.header, logs: options.logs.current }, now, {
-        colours: options.colours,
-        ...(width === undefined ? {} : { width }),
-        ...(height === undefined ? {} : { height })
-      })
+      const lines = render(
+        {
+          rows,
+          health,
+          header: options.header,
+          logs: options.logs.current,
+          problem: options.logs.problem
+        },
+        now,
+        {
+          colours: options.colours,
+          ...(width === undefined ? {} : { width }),
+          ...(height === undefined ? {} : { height })
+        }
+      )
       yield* options.write(`${ansi.home}${lines.map((l) => `${l}${ansi.clearLine}`).join("\n")}\n${ansi.clearBelow}`)
     })
     yield* Effect.acquireRelease(

@@ -11,6 +11,8 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { SandboxWatchHealth, SandboxWatchService } from "../SandboxWatch.ts"
 
+type PrometheusModule = typeof import("@opentelemetry/exporter-prometheus")
+
 /** Where to listen: a host and a port (0: any free one). */
 export interface Address {
   readonly host: string
@@ -80,7 +82,12 @@ export const serve = (
   Effect.gen(function*() {
     const [{ PrometheusExporter }, OtelMetrics, OtelResource] = yield* Effect.promise(() =>
       Promise.all([
-        import("@opentelemetry/exporter-prometheus"),
+        // A CommonJS package: Node (and tsx) give its exports as named ones, the bundled bin's
+        // split chunk only as the default export.
+        import("@opentelemetry/exporter-prometheus").then((module) => {
+          const either = module as PrometheusModule | { readonly default: PrometheusModule }
+          return "PrometheusExporter" in either ? either : either.default
+        }),
         import("@effect/opentelemetry/Metrics"),
         import("@effect/opentelemetry/Resource")
       ])

@@ -59,11 +59,14 @@
  *     the second time at that resourceVersion the watch cannot get past it, so it re-lists.
  * 16. A list may be a **streaming list** (`listMode` `"stream"`, or `"auto"`, the default): one
  *     watch with `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`, no resourceVersion
- *     (a consistent start) and bookmarks. Its `ADDED` events fill a draft, not the cache; the
- *     bookmark annotated `k8s.io/initial-events-end` is the list landing at its resourceVersion
- *     (rule 1's one step, rules 10, 11 and 13 as for a paged list), and the same connection goes on
- *     as the watch. Every later watch is a plain one from the newest resourceVersion: a resume
- *     never asks for the initial events again.
+ *     (a consistent start) and bookmarks. Its events fill a draft, not the cache, by name
+ *     (`listDraft.ts`): a name sent again replaces its entry, and a `DELETED` removes the name even
+ *     when its object does not decode (a server may queue changes ahead of the end bookmark). The
+ *     draft, like a paged list, holds at most `maxListItems` objects; past that the list fails as a
+ *     paged one does (too large, the back-off). The bookmark annotated `k8s.io/initial-events-end`
+ *     is the list landing at its resourceVersion (rule 1's one step, rules 10, 11 and 13 as for a
+ *     paged list), and the same connection goes on as the watch. Every later watch is a plain one
+ *     from the newest resourceVersion: a resume never asks for the initial events again.
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
  *     silence, a close); never a resume from a half-known state. One the server ended at its term

@@ -16,6 +16,7 @@
  *   npm run bench -- --only sync,heap,scale          # N and 10 × N (`--scale-n`): linear or not
  *   npm run bench -- --only scale --scale-apiserver  # the scale rows also against the real kube-apiserver
  *   npm run bench -- --only lat --node-flags=--max-semi-space-size=64   # V8 flags for every child
+ *   npm run bench -- --only startup       # the built program's start-up: --help, --version, to synced
  *
  * The sync scenario also runs every program against a real kube-apiserver on etcd, 1.37.2 (or
  * `KUBE_APISERVER_VERSION`), when `bash test/apiserver/build.sh` has built it (started once,
@@ -39,6 +40,7 @@ import * as RealServer from "./realServer.ts"
 import type { RealTarget } from "./realServer.ts"
 import * as Server from "./server.ts"
 import { diffMarkdown as snapshotDiff, markdown as snapshotMarkdown } from "./snapshot.ts"
+import * as Startup from "./startup.ts"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
 const root = Path.resolve(here, "../..")
@@ -81,9 +83,13 @@ const idleSubscribers = num("idle", 10_000, 2_000)
 const scaleN = num("scale-n", shape.n * 10, shape.n * 10)
 const scaleShape: DataShape = { ...shape, n: scaleN }
 const rounds = num("rounds", 5, 2)
+/** Start-ups are short and noisy: more of them. */
+const startupRounds = num("startup-rounds", 10, 5)
 const childTimeoutMs = num("timeout", 600_000, 300_000)
-const allScenarios: ReadonlyArray<Scenario> = ["sync", "tp", "heap", "fanout", "storm", "lat", "scale"]
-const scenarios = (option("only")?.split(",") ?? allScenarios) as ReadonlyArray<Scenario>
+/** `startup` runs no child of child.ts: the built program itself, started as a user starts it. */
+type RunScenario = Scenario | "startup"
+const allScenarios: ReadonlyArray<RunScenario> = ["startup", "sync", "tp", "heap", "fanout", "storm", "lat", "scale"]
+const scenarios = (option("only")?.split(",") ?? allScenarios) as ReadonlyArray<RunScenario>
 for (const s of scenarios) {
   if (!allScenarios.includes(s)) throw new Error(`unknown scenario ${s}; one of ${allScenarios.join(", ")}`)
 }
@@ -864,6 +870,50 @@ const snapshotRun = async (programId: string) => {
   }
 }
 
+/**
+ * The start-up table: each way of starting, `startupRounds` times, the rows alternating round by
+ * round; wall and CPU (user + sys) medians with min–max, and CPU against `node -e 0`.
+ */
+const startupTable = async (failures: Array<string>): Promise<Table> => {
+  const { about, close, rows } = await Startup.prepare(root)
+  const figures = new Map<string, Array<Startup.StartupFigures>>()
+  const failed = new Set<string>()
+  try {
+    for (let r = 0; r < startupRounds; r++) {
+      for (const row of r % 2 === 0 ? rows : [...rows].reverse()) {
+        if (failed.has(row.key)) continue
+        try {
+          const measured = await row.measure()
+          figures.set(row.key, [...(figures.get(row.key) ?? []), measured])
+          process.stderr.write(`  startup round ${r + 1}/${startupRounds} ${row.key}: ${JSON.stringify(measured)}\n`)
+        } catch (error) {
+          failed.add(row.key)
+          failures.push(`startup ${row.key}: ${error instanceof Error ? error.message : String(error)}`)
+        }
+      }
+    }
+  } finally {
+    await close()
+  }
+  const of = (key: string, name: keyof Startup.StartupFigures) => (figures.get(key) ?? []).map((f) => f[name])
+  const floorCpu = median(of("node", "cpuMs"))
+  const lines = [
+    "| how it starts | wall ms, median (min–max) | CPU ms (user + sys), median (min–max) | CPU × `node -e 0` | goal (quiet machine) | met, by CPU | runs |",
+    "|---|---:|---:|---:|---:|:---:|---:|",
+    ...rows.map((row) => {
+      const cpu = of(row.key, "cpuMs")
+      return `| ${row.label} | ${spread(of(row.key, "wallMs"))} | ${spread(cpu)} | ${
+        fmt(ratio(median(cpu), floorCpu), 1)
+      } | ${row.goalMs === undefined ? "" : `≤ ${fmt(row.goalMs)} ms`} | ${
+        row.goalMs === undefined || cpu.length === 0 ? "" : verdict(median(cpu) <= row.goalMs)
+      } | ${cpu.length} |`
+    }),
+    "",
+    `${about} The goals are wall time on a quiet machine; on a busy one the CPU time is the fairer reading, so the verdict is by CPU.`
+  ]
+  return { title: `0. Start-up: the built program, beside \`node -e 0\` (${startupRounds} rounds)`, lines }
+}
+
 const main = async () => {
   const profile = option("profile")
   if (profile !== undefined) return profileRun(profile)
@@ -917,6 +967,12 @@ const main = async () => {
   process.once("SIGTERM", interrupted)
   try {
     for (const scenario of scenarios) {
+      if (scenario === "startup") {
+        const table = await startupTable(failures)
+        tables.push(table)
+        console.log(`## ${table.title}\n\n${table.lines.join("\n")}\n`)
+        continue
+      }
       // Up only while the sync scenario runs, so it does not weigh on the others.
       // The scale scenario's real rows are opt-in: seeding ten times N takes ten times as long.
       const real = scenario === "sync"

@@ -131,9 +131,22 @@ describe("the packed package, installed and used as a consumer does", () => {
 
       const demo = await succeeded(
         "npx sandbox-watch --demo",
-        run("npx", ["sandbox-watch", "--demo", "--duration", "5s", "--output", "ndjson"], project, 60_000)
+        // --metrics-address too: the bundled bin loads the exporter from a chunk of its own.
+        run(
+          "npx",
+          ["sandbox-watch", "--demo", "--duration", "5s", "--output", "ndjson", "--metrics-address", "127.0.0.1:0"],
+          project,
+          60_000
+        )
       )
-      expect(demo.stdout.split("\n")).toContain(`{"event":"synced"}`)
+      expect(demo.stderr).toContain("metrics at http://127.0.0.1:")
+      expect(demo.stdout.split("\n")).toContain(`{"event":"synced","demo":true}`)
+      // The bin carries its own effect, bundled: it starts without resolving the consumer's.
+      const version = await succeeded(
+        "npx sandbox-watch --version",
+        run("npx", ["sandbox-watch", "--version"], project)
+      )
+      expect(version.stdout.trim()).toBe(manifest.version)
     },
     600_000
   )
