@@ -322,6 +322,17 @@ describe("KubeClient.listAll", () => {
       expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["100", 3, 0])
     }))
 
+  /** What kube-apiserver answers a continue token older than its compaction window. */
+  const expiredContinue = {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message: "The provided continue parameter is too old to display a consistent list result.",
+    reason: "Expired",
+    code: 410
+  }
+
   it.scoped("starts over in one piece when a continue token has expired (410), counting the restart", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res, _seen, index) => {
@@ -332,15 +343,7 @@ describe("KubeClient.listAll", () => {
           })
         }
         if (index === 1) {
-          return sendJson(res, 410, {
-            kind: "Status",
-            apiVersion: "v1",
-            metadata: {},
-            status: "Failure",
-            message: "The provided continue parameter is too old to display a consistent list result.",
-            reason: "Expired",
-            code: 410
-          })
+          return sendJson(res, 410, expiredContinue)
         }
         return sendJson(res, 200, {
           metadata: { resourceVersion: "200", continue: "" },
@@ -361,19 +364,10 @@ describe("KubeClient.listAll", () => {
 
   it.scoped("starts over once: a second expired continue token fails the list (into the back-off), no loop", () =>
     Effect.gen(function*() {
-      const expired = {
-        kind: "Status",
-        apiVersion: "v1",
-        metadata: {},
-        status: "Failure",
-        message: "The provided continue parameter is too old to display a consistent list result.",
-        reason: "Expired",
-        code: 410
-      }
       // A server whose every continue token has expired, even in the answer to a list without a limit.
       const fx = yield* fixture((req, res) =>
         new URL(req.url ?? "/", "http://x").searchParams.has("continue")
-          ? sendJson(res, 410, expired)
+          ? sendJson(res, 410, expiredContinue)
           : sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] })
       )
       const client = yield* clientFor(fx.url)

@@ -119,6 +119,15 @@ const quietWatchPagedOnly: Mode["watch"] = (req, res, counts) => {
   )
 }
 
+/** A streaming list's watch that pumps what `next` makes for ever, never its end bookmark; other watches are quiet. */
+const endlessStreamingList = (makeNext: () => () => string | Buffer): Mode["watch"] => (req, res, counts) => {
+  if (new URL(req.url ?? "/", "http://x").searchParams.get("sendInitialEvents") !== "true") {
+    return quietWatch(req, res, counts)
+  }
+  json200(res)
+  pump(res, counts, makeNext())
+}
+
 /** A watch that sends these lines, then says nothing. */
 const watchSending = (lines: () => ReadonlyArray<string>): Mode["watch"] => (_req, res, counts) => {
   json200(res)
@@ -201,32 +210,24 @@ const modes: ReadonlyArray<Mode> = [
     what:
       "a streaming list that sends the same Sandbox as ADDED for ever, never its end bookmark (issue 42: ~15 MB/s before)",
     list: tenSandboxes,
-    watch: (req, res, counts) => {
-      if (new URL(req.url ?? "/", "http://x").searchParams.get("sendInitialEvents") !== "true") {
-        return quietWatch(req, res, counts)
-      }
-      json200(res)
+    watch: endlessStreamingList(() => {
       const line = Buffer.from(`{"type":"ADDED","object":${sandboxJson("same")}}\n`.repeat(256))
-      pump(res, counts, () => line)
-    }
+      return () => line
+    })
   },
   {
     id: "endless-stream-new",
     what:
       "a streaming list that sends a new Sandbox as ADDED for ever, never its end bookmark (held by name: stops at maxListItems)",
     list: tenSandboxes,
-    watch: (req, res, counts) => {
-      if (new URL(req.url ?? "/", "http://x").searchParams.get("sendInitialEvents") !== "true") {
-        return quietWatch(req, res, counts)
-      }
-      json200(res)
+    watch: endlessStreamingList(() => {
       let n = 0
-      pump(res, counts, () => {
+      return () => {
         const lines: Array<string> = []
         for (let i = 0; i < 256; i++) lines.push(`{"type":"ADDED","object":${sandboxJson(`n-${n++}`)}}\n`)
         return lines.join("")
-      })
-    }
+      }
+    })
   },
   {
     id: "gigabyte-page",
