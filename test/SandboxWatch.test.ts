@@ -79,6 +79,16 @@ const subscribe = (stream: Stream.Stream<Option.Option<Sandbox>>) =>
 /** Let every ready fiber run (no time passes). */
 const settle = Effect.repeatN(Effect.yieldNow(), 50)
 
+/** Every `allChanges` change as `name=told`, in order, for as long as the scope lasts. */
+const recordAllChanges = (watch: SandboxWatch.SandboxWatchService) =>
+  Effect.gen(function*() {
+    const all = yield* Ref.make<ReadonlyArray<string>>([])
+    yield* Effect.forkScoped(
+      Stream.runForEach(watch.allChanges, (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`]))
+    )
+    return all
+  })
+
 /** Wait (without time passing) until `check` holds; fail loudly if it never does. */
 const eventually = <A>(get: Effect.Effect<A>, check: (a: A) => boolean) =>
   Effect.gen(function*() {
@@ -689,13 +699,7 @@ describe("SandboxWatch", () => {
       const changes = yield* subscribe(watch.changes("changes"))
       const goes = yield* subscribe(watch.changes("goes"))
       const comes = yield* subscribe(watch.changes("comes"))
-      const all = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* Effect.forkScoped(
-        Stream.runForEach(
-          watch.allChanges,
-          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
-        )
-      )
+      const all = yield* recordAllChanges(watch)
       yield* settle
       yield* Ref.set(all, [])
       const w = yield* kube.nextWatch
@@ -722,13 +726,7 @@ describe("SandboxWatch", () => {
   it.scoped("allChanges hears gone only for names it heard present, whoever else waits on other names", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start()
-      const all = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* Effect.forkScoped(
-        Stream.runForEach(
-          watch.allChanges,
-          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
-        )
-      )
+      const all = yield* recordAllChanges(watch)
       // Another caller waits on a name the first list does not hold, and on one that never decodes.
       const ghost = yield* subscribe(watch.changes("ghost"))
       const odd = yield* subscribe(watch.changes("odd"))
@@ -748,13 +746,7 @@ describe("SandboxWatch", () => {
   it.scoped("allChanges hears a name that came and went in one chunk both ways or not at all, never gone alone", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start()
-      const all = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* Effect.forkScoped(
-        Stream.runForEach(
-          watch.allChanges,
-          (c) => Ref.update(all, (a) => [...a, `${c.name}=${describeTold(c.sandbox)}`])
-        )
-      )
+      const all = yield* recordAllChanges(watch)
       yield* kube.respondList(fullList("10", sandbox("a", "5")))
       const w = yield* kube.nextWatch
       yield* eventually(Ref.get(all), (a) => a.length === 1)

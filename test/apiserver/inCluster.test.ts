@@ -60,17 +60,6 @@ const projectedVolume = (dir: string, files: Readonly<Record<string, string>>) =
   return { rotate: write }
 }
 
-interface Line {
-  readonly event: string
-  readonly name?: string
-  readonly sandbox?: { readonly status?: { readonly phase?: string } } | null
-}
-/** `name phase`, `name -` without a phase, `name gone`; or the event. */
-const short = (line: string): string => {
-  const l = JSON.parse(line) as Line
-  return l.event !== "change" ? l.event : `${l.name} ${l.sandbox === null ? "gone" : (l.sandbox?.status?.phase ?? "-")}`
-}
-
 /** What a pod's environment holds for the API server, pointed at `port` on loopback. */
 const podEnv = (home: string, port: string | number) => ({
   HOME: home,
@@ -103,13 +92,13 @@ describe("the program in a pod's shape against the real kube-apiserver", () => {
           podEnv(home, port)
         )
         const synced = yield* program.awaitStdout((line) => line === `{"event":"synced"}`)
-        expect((yield* program.stdout).slice(0, synced).map(short)).toEqual(["pod-a Pending"])
+        expect((yield* program.stdout).slice(0, synced).map(Rbac.shortLine)).toEqual(["pod-a Pending"])
         expect((yield* program.stderr)[0]).toBe(
           `sandbox-watch: watching Sandboxes in namespace ${ns} (selector jr2.dev/run=${run}) on https://127.0.0.1:${port}, ` +
             `from in-cluster service account ${sa} (https://127.0.0.1:${port})`
         )
         yield* create("pod-b", run)
-        yield* program.awaitStdout((l) => short(l) === "pod-b -", synced)
+        yield* program.awaitStdout((l) => Rbac.shortLine(l) === "pod-b -", synced)
 
         // The kubelet rotates: a new token, swapped in atomically; then the old one ends.
         const secondToken = yield* Rbac.mintToken(facts, applied, { boundToSecret: "pod-token-2" })
@@ -128,9 +117,13 @@ describe("the program in a pod's shape against the real kube-apiserver", () => {
         const beforeCut = (yield* program.stdout).length
         expect(yield* proxy.cutOpen).toBeGreaterThanOrEqual(1)
         yield* setPhase("pod-a", "Ready")
-        const told = yield* program.awaitStdout((l) => short(l) === "pod-a Ready", beforeCut)
+        const told = yield* program.awaitStdout((l) => Rbac.shortLine(l) === "pod-a Ready", beforeCut)
         // Resumed, not restarted: no second list, nothing told twice or gone.
-        expect((yield* program.stdout).slice(synced, told + 1).map(short)).toEqual(["synced", "pod-b -", "pod-a Ready"])
+        expect((yield* program.stdout).slice(synced, told + 1).map(Rbac.shortLine)).toEqual([
+          "synced",
+          "pod-b -",
+          "pod-a Ready"
+        ])
 
         yield* program.kill("SIGTERM")
         expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })

@@ -34,17 +34,6 @@ const tempDir = Effect.acquireRelease(
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
 
-interface Line {
-  readonly event: string
-  readonly name?: string
-  readonly sandbox?: { readonly status?: { readonly phase?: string } } | null
-}
-/** `name phase`, `name -` without a phase, `name gone`; or the event. */
-const short = (line: string): string => {
-  const l = JSON.parse(line) as Line
-  return l.event !== "change" ? l.event : `${l.name} ${l.sandbox === null ? "gone" : (l.sandbox?.status?.phase ?? "-")}`
-}
-
 describe("deploy/rbac against the real kube-apiserver, with only its ServiceAccount's token", () => {
   it.live("the library syncs and follows changes", () =>
     Effect.scoped(Effect.gen(function*() {
@@ -128,7 +117,7 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
             "127.0.0.1:0"
           ], { HOME: dir })
           const synced = yield* program.awaitStdout((line) => line === `{"event":"synced"}`)
-          expect((yield* program.stdout).slice(0, synced).map(short)).toEqual(["p1 Pending"])
+          expect((yield* program.stdout).slice(0, synced).map(Rbac.shortLine)).toEqual(["p1 Pending"])
           const metricsAt = yield* program.awaitStderr((l) => l.includes("metrics at "))
           const metricsLine = (yield* program.stderr)[metricsAt]!
           const metricsUrl = /metrics at (\S+\/metrics)/.exec(metricsLine)![1]!
@@ -137,7 +126,8 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
             const text = await (await globalThis.fetch(metricsUrl)).text()
             return Number(/^sandbox_watch_cached_sandboxes(?:\{[^}]*\})? (\d+)/m.exec(text)?.[1] ?? NaN)
           })
-          const changeOf = (name: string, phase: string) => (line: string) => short(line) === `${name} ${phase}`
+          const changeOf = (name: string, phase: string) => (line: string) =>
+            Rbac.shortLine(line) === `${name} ${phase}`
 
           yield* create("p2", run)
           yield* program.awaitStdout(changeOf("p2", "-"), synced)
@@ -162,7 +152,11 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
           yield* Rbac.setRoleWithout(facts, applied, undefined)
           const healed = yield* program.awaitStdout(changeOf("p1", "Ready"), toldBeforeHeal)
           // Resumed where it was: told only the change, no second list or `synced`.
-          expect((yield* program.stdout).slice(synced, healed + 1).map(short)).toEqual(["synced", "p2 -", "p1 Ready"])
+          expect((yield* program.stdout).slice(synced, healed + 1).map(Rbac.shortLine)).toEqual([
+            "synced",
+            "p2 -",
+            "p1 Ready"
+          ])
 
           // -- list taken out: the watch is cut and answered 410, so the program must list again --
           yield* Rbac.setRoleWithout(facts, applied, "list")
@@ -186,7 +180,7 @@ describe("deploy/rbac against the real kube-apiserver, with only its ServiceAcco
           }
           // 1.37 in auto: the re-list streams, which RBAC checks as a watch; `list` is never asked.
           const relisted = yield* program.awaitStdout(changeOf("p2", "Ready"), healed + 1)
-          expect((yield* program.stdout).slice(healed + 1, relisted + 1).map(short)).toEqual(["p2 Ready"])
+          expect((yield* program.stdout).slice(healed + 1, relisted + 1).map(Rbac.shortLine)).toEqual(["p2 Ready"])
           const stderr = yield* program.stderr
           expect(stderr.slice(beforeListOut).some((l) => l.includes("forbidden to"))).toBe(relistNeedsList)
           expect(yield* cached).toBe(2)

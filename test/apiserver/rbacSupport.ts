@@ -180,3 +180,15 @@ export const adminIn = (facts: SuiteFacts, namespace: string) =>
       )
     return { admin, create, setPhase }
   })
+
+interface NdjsonLine {
+  readonly event: string
+  readonly name?: string
+  readonly sandbox?: { readonly status?: { readonly phase?: string } } | null
+}
+
+/** A line of the program's ndjson, short: `name phase`, `name -` without a phase, `name gone`; or the event. */
+export const shortLine = (line: string): string => {
+  const l = JSON.parse(line) as NdjsonLine
+  return l.event !== "change" ? l.event : `${l.name} ${l.sandbox === null ? "gone" : (l.sandbox?.status?.phase ?? "-")}`
+}
