@@ -259,7 +259,8 @@ const healthOf = (
       watchRestarts: counts.watchRestarts,
       cached: current.objects.size,
       unknown: HashSet.size(current.unknown),
-      resourceVersion: Option.fromNullable(counts.resourceVersion),
+      // The cache's own: the resourceVersion it stands at, as `lookup` reads it.
+      resourceVersion: Option.fromNullable(current.resourceVersion),
       subscribers: hub.subscribers
     }
   })

@@ -275,19 +275,15 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
       // Only a streaming list's round ends so (handled above); a stray one changes nothing.
       return { next: state, pause: floor, restart: undefined, message: end.why }
     case "ListFailed":
-      return withNotFoundWords(
-        state,
-        end.error,
-        ofClientError(end.error, resumePoint(state), "list", settings),
-        settings
-      )
+      return ofClientError(end.error, resumePoint(state), "list", settings, notFoundSaid(state))
     case "WatchFailed":
       if (end.error._tag === "KubeLineTooLongError") return ofLineTooLong(state, end.resourceVersion, end.error)
-      return withNotFoundWords(
-        state,
+      return ofClientError(
         end.error,
-        ofClientError(end.error, watching(end.resourceVersion, lists), "watch", settings),
-        settings
+        watching(end.resourceVersion, lists),
+        "watch",
+        settings,
+        notFoundSaid(state)
       )
     case "ErrorEvent":
       return ofErrorEvent(end, lists, settings)
@@ -373,6 +369,22 @@ const toPages = (state: Extract<WatchState, { readonly _tag: "NeedsList" }>, why
   message: `${why}; every list is paged from now on`
 })
 
+/**
+ * The next streaming list after one that did not finish: a longer term is kept, so a list cut on
+ * its way can still finish next time; the count of clean closes is `cleanCloses`, else it starts
+ * again.
+ */
+const streamAgain = (
+  state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
+  cleanCloses?: number
+): WatchState =>
+  WatchState.NeedsList({
+    reason: state.reason,
+    lists: "stream",
+    ...(cleanCloses === undefined ? {} : { cleanCloses }),
+    ...(state.streamTerm === undefined ? {} : { streamTerm: state.streamTerm })
+  })
+
 /** Rules 17 and 18: a streaming list's round ended before its end bookmark. */
 const ofUnfinishedStream = (
   state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
@@ -381,13 +393,7 @@ const ofUnfinishedStream = (
 ): Transition => {
   const auto = settings.listMode === "auto"
   const term = streamTerm(state, settings)
-  // The next streaming list: the count of clean closes starts again; a longer term is kept, so a
-  // list cut on its way can still finish next time.
-  const again = WatchState.NeedsList({
-    reason: state.reason,
-    lists: "stream",
-    ...(state.streamTerm === undefined ? {} : { streamTerm: state.streamTerm })
-  })
+  const again = streamAgain(state)
   const refused = end._tag === "StreamUnsupported"
     ? end.why
     : end._tag === "WatchFailed" && refusesStreaming(end.error)
@@ -398,12 +404,7 @@ const ofUnfinishedStream = (
   if (end._tag === "WatchFailed") {
     // Rules 6, 7 and 9 hold as for a list: the draft is dropped, and the next list streams again.
     // RBAC sees a streaming list as a watch: a 403 here is a missing `watch`, not `list`.
-    return withNotFoundWords(
-      state,
-      end.error,
-      ofClientError(end.error, again, "streaming list", settings),
-      settings
-    )
+    return ofClientError(end.error, again, "streaming list", settings, notFoundSaid(state))
   }
   const said = refused ??
     (end._tag === "ErrorEvent"
@@ -457,12 +458,7 @@ const ofUnfinishedClose = (
     return toPages(state, `${closed}: it answers sendInitialEvents as a plain watch (it does not stream lists)`)
   }
   return {
-    next: WatchState.NeedsList({
-      reason: state.reason,
-      lists: "stream",
-      cleanCloses,
-      ...(state.streamTerm === undefined ? {} : { streamTerm: state.streamTerm })
-    }),
+    next: streamAgain(state, cleanCloses),
     pause: backoff,
     restart: "stream-unfinished",
     message: `${closed}; what it sent is dropped` + (auto
@@ -476,31 +472,8 @@ const ofUnfinishedClose = (
 /** The resource as a person names it: `sandboxes.jr2.dev/v1alpha1`. */
 const servedName = `${SandboxResource.plural}.${apiVersion(SandboxResource)}`
 
-/**
- * A 404 on the resource, in any mode and round: says in words what it means the first time in a
- * row, and in a few words after (the transition is otherwise the machine's, rule 7's back-off: a
- * CRD being registered again after an apiserver restart comes back by itself).
- */
-const withNotFoundWords = (
-  state: WatchState,
-  error: KubeError.KubeClientError,
-  transition: Transition,
-  settings: MachineSettings
-): Transition => {
-  if (error._tag !== "KubeStatusError" || error.code !== 404) return transition
-  const next = transition.next._tag === "NeedsList"
-    ? WatchState.NeedsList({ ...transition.next, notFoundSaid: true })
-    : WatchState.Watching({ ...transition.next, notFoundSaid: true })
-  return {
-    ...transition,
-    next,
-    message: state.notFoundSaid === true
-      ? `the server still does not serve ${servedName} in namespace "${settings.namespace}" (404)`
-      : `the server does not serve ${servedName} in namespace "${settings.namespace}" (404: ${error.message}): ` +
-        `the CustomResourceDefinition ${SandboxResource.plural}.${SandboxResource.group} may not be installed, or is ` +
-        `being registered again (an apiserver restart); the cache is kept and the watch goes on asking`
-  }
-}
+/** The 404's words were said for the state the loop is in (a 404 in a row says less). */
+const notFoundSaid = (state: WatchState): boolean => state.notFoundSaid === true
 
 /** The delay a server asked for, kept between the floor (rule 6: never a hot loop) and the cap. */
 const retryAfter = (delay: Duration.Duration, settings: MachineSettings): Pause =>
@@ -510,7 +483,9 @@ const ofClientError = (
   error: KubeError.KubeClientError,
   resume: WatchState,
   during: "list" | "streaming list" | "watch",
-  settings: MachineSettings
+  settings: MachineSettings,
+  /** A 404 just before this one was said in words. */
+  alreadySaid = false
 ): Transition => {
   const at = resume._tag === "Watching" ? ` ${resume.resourceVersion}` : ""
   // Rule 5: the resourceVersion is gone; only a list can go on. At once the first time; the
@@ -564,6 +539,22 @@ const ofClientError = (
       message:
         `forbidden to ${verb} sandboxes.jr2.dev in namespace "${settings.namespace}"${aside}: grant get, list and ` +
         `watch on sandboxes.jr2.dev (RBAC); the watch heals without a restart once it may (${error.message})`
+    }
+  }
+  // A 404 on the resource, in any mode and round: rule 7's back-off (a CRD being registered again
+  // after an apiserver restart comes back by itself), said in words the first time in a row.
+  if (error._tag === "KubeStatusError" && error.code === 404) {
+    return {
+      next: resume._tag === "NeedsList"
+        ? WatchState.NeedsList({ ...resume, notFoundSaid: true })
+        : WatchState.Watching({ ...resume, notFoundSaid: true }),
+      pause: backoff,
+      restart: "404",
+      message: alreadySaid
+        ? `the server still does not serve ${servedName} in namespace "${settings.namespace}" (404)`
+        : `the server does not serve ${servedName} in namespace "${settings.namespace}" (404: ${error.message}): ` +
+          `the CustomResourceDefinition ${SandboxResource.plural}.${SandboxResource.group} may not be installed, or ` +
+          `is being registered again (an apiserver restart); the cache is kept and the watch goes on asking`
     }
   }
   // Rule 7: no answer at all, or an answer that is a failure.

@@ -39,7 +39,6 @@ export interface LoopCounts {
   watchRestarts: number
   // Plain values, made `Option`s only when health is read: they are set for every chunk.
   lastHeard: number | undefined
-  resourceVersion: string | undefined
   /** What the cached-Sandboxes gauge was last set to: events set it only when it changes. */
   cachedReported: number
 }
@@ -48,7 +47,6 @@ export const makeLoopCounts = (): LoopCounts => ({
   relists: 0,
   watchRestarts: 0,
   lastHeard: undefined,
-  resourceVersion: undefined,
   cachedReported: -1
 })
 

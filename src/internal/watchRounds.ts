@@ -161,7 +161,6 @@ const landList = (
     const applied = yield* loop.cacheSteps.applyList(list)
     if (reason !== "initial") counts.relists++
     counts.lastHeard = yield* Clock.currentTimeMillis
-    counts.resourceVersion = list.resourceVersion
     yield* Metric.increment(Metric.tagged(metrics.relists, "reason", reason))
     counts.cachedReported = applied.cache.objects.size
     yield* Metric.set(metrics.cached, counts.cachedReported)
@@ -263,6 +262,10 @@ const watchFrom = (
       Effect.flatMap(FiberRef.get(FiberRef.currentMetricLabels), (metricLabels) => {
         const openedAt = clock.unsafeCurrentTimeMillis()
         const labelsByType = eventLabelsFor(metricLabels)
+        const reportEach = (events: ReadonlyArray<UndecodableEvent> | undefined): Effect.Effect<void> =>
+          events === undefined
+            ? Effect.void
+            : Effect.forEach(events, reportUndecodable(annotations, "watch"), { discard: true })
         /**
          * One chunk of events into the cache; an `ERROR` among them ends the round. The common
          * case (events applied, nothing to report) is one step after the cache's: a watch may
@@ -272,7 +275,6 @@ const watchFrom = (
           Effect.flatMap(cacheSteps.applyEvents(chunk, current), (applied) => {
             counts.lastHeard = clock.unsafeCurrentTimeMillis()
             current = applied.resourceVersion
-            counts.resourceVersion = current
             countEvents(chunk, labelsByType)
             const cached = applied.cache.objects.size
             if (cached !== counts.cachedReported) {
@@ -284,7 +286,7 @@ const watchFrom = (
               return Effect.void
             }
             return Effect.gen(function*() {
-              yield* Effect.forEach(applied.undecodable, reportUndecodable(annotations, "watch"), { discard: true })
+              yield* reportEach(applied.undecodable)
               if (applied.stale > 0) {
                 yield* Effect.logDebug(`ignored ${applied.stale} event(s) older than the cached object`)
               }
@@ -365,10 +367,6 @@ const watchFrom = (
           }
           return reportEach(deletedUnreadable)
         }
-        const reportEach = (events: ReadonlyArray<UndecodableEvent> | undefined): Effect.Effect<void> =>
-          events === undefined
-            ? Effect.void
-            : Effect.forEach(events, reportUndecodable(annotations, "watch"), { discard: true })
         const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
           SandboxResource,
           Sandbox,
