@@ -33,6 +33,12 @@ export class KubeTransportError extends Data.TaggedError("KubeTransportError")<{
   readonly method: string
   readonly path: string
   readonly message: string
+  /**
+   * How far the request got: `"not-sent"` (its credentials could not be read), `"no-answer"` (the
+   * default: refused, reset, TLS, DNS, no headers in time) or `"mid-answer"` (the answer started and
+   * broke off). The watch paces each differently (rule 7).
+   */
+  readonly reached?: "not-sent" | "no-answer" | "mid-answer" | undefined
 }> {}
 
 /** A line of a watch body that is not a watch event: bad JSON, a truncated last line, no `type`. */

@@ -10,12 +10,10 @@
  * - `watchRounds.ts`: a round is the list (when the state is `NeedsList`) then one watch, whose
  *   events are applied to the cache chunk by chunk. When the round ends, `settle` asks the machine
  *   for the next state and sets it: the one place it changes.
- * - `roundPauses.ts`: the rounds run as a `Stream` under `Stream.retry` with the retry `Schedule`.
- *   A round that did not end as it should fails with the machine's transition; the `Schedule` only
- *   waits the transition's pause (none, the server's `Retry-After`, or the exponential back-off).
- *   `Stream.retry` resets the back-off whenever the stream yields, and it yields just before a
- *   failure that follows a watch which heard something (a healthy stream), so that failure's pause
- *   starts from the floor.
+ * - `pacing.ts`: the rounds run as a `Stream` under `Stream.retry` with the retry `Schedule`.
+ *   A round that did not end as it should fails with the machine's transition, which names the
+ *   kind of pause; how long it is comes from one record of the pauses before, forgotten only
+ *   after `backoffResetAfter` with no paused retry (never because a server said something).
  * - `cacheSteps.ts`: the cache is a `SubscriptionRef` of persistent maps, so a re-list replaces it
  *   in one step (nobody ever sees half-old, half-new state). Subscribers are told under the same
  *   lock, through a keyed hub of latest-value mailboxes (`subscriptions.ts` reads them).
@@ -41,6 +39,7 @@ import {
   SubscriptionRef
 } from "effect"
 import { type CacheRef, makeCacheSteps, type SandboxHub } from "./internal/cacheSteps.ts"
+import * as Pacing from "./internal/pacing.ts"
 import * as SandboxCache from "./internal/sandboxCache.ts"
 import { SubscriberHub } from "./internal/subscriberHub.ts"
 import { makeSubscriptions } from "./internal/subscriptions.ts"
@@ -146,6 +145,12 @@ export interface SandboxWatchOptions {
    * and `backoffCap`. Default 1 s (or the nearer of those two).
    */
   readonly reconnectCap?: Duration.DurationInput | undefined
+  /**
+   * How long with no paused retry before the back-off's counts are forgotten and the next failure
+   * pauses from the floor again (a re-list: at once). Nothing a server sends resets them sooner.
+   * At least `backoffCap`. Default 2 minutes (client-go's reflector and kube-rs's watcher).
+   */
+  readonly backoffResetAfter?: Duration.DurationInput | undefined
   /** Asked of the server on every watch. Default 240. */
   readonly timeoutSeconds?: number
   /** Silence longer than `timeoutSeconds` plus this means a dead connection. Default 30 s. */
@@ -192,6 +197,7 @@ const settingsOf = (options: SandboxWatchOptions): Settings => {
     reconnectCap: options.reconnectCap === undefined
       ? Duration.clamp(Duration.seconds(1), { minimum: floor, maximum: cap })
       : Duration.decode(options.reconnectCap),
+    resetAfter: Duration.decode(options.backoffResetAfter ?? "2 minutes"),
     timeoutSeconds,
     idleLimit: Duration.sum(Duration.seconds(timeoutSeconds), Duration.decode(options.idleMargin ?? "30 seconds")),
     pageSize: options.pageSize ?? 500,
@@ -234,6 +240,13 @@ const problemsOf = (settings: Settings): Array<string> => {
       `reconnectCap (${Duration.format(settings.reconnectCap)}) must be between backoffFloor (${
         Duration.format(settings.floor)
       }) and backoffCap (${Duration.format(settings.cap)})`
+    )
+  }
+  if (Duration.lessThan(settings.resetAfter, settings.cap)) {
+    problems.push(
+      `backoffResetAfter (${Duration.format(settings.resetAfter)}) must be at least backoffCap (${
+        Duration.format(settings.cap)
+      }): shorter, a failure at the cap would forget the back-off before its own next pause`
     )
   }
   if (!Duration.isFinite(settings.idleLimit)) problems.push("idleMargin must be finite")
@@ -293,7 +306,7 @@ export const make = (
       annotations,
       cacheSteps: makeCacheSteps(cache, hub),
       firstList,
-      state: { machine: WatchMachine.initialFor(settings.listMode), failureAfterYield: undefined },
+      state: { machine: WatchMachine.initialFor(settings.listMode), pacer: Pacing.fresh },
       counts
     })
     yield* Effect.forkScoped(Effect.annotateLogs(loop, annotations))
@@ -323,7 +336,7 @@ export const layer = (options: SandboxWatchOptions): Layer.Layer<SandboxWatch, n
 /**
  * The options from `Config` — by default the environment: `SANDBOX_WATCH_NAMESPACE` (required),
  * `SANDBOX_WATCH_LABEL_SELECTOR`, `SANDBOX_WATCH_BACKOFF_FLOOR`, `SANDBOX_WATCH_BACKOFF_CAP`,
- * `SANDBOX_WATCH_RECONNECT_CAP`,
+ * `SANDBOX_WATCH_RECONNECT_CAP`, `SANDBOX_WATCH_BACKOFF_RESET_AFTER`,
  * `SANDBOX_WATCH_TIMEOUT_SECONDS`, `SANDBOX_WATCH_PAGE_SIZE`, `SANDBOX_WATCH_LIST_MODE` (auto, stream or paged),
  * `SANDBOX_WATCH_GZIP_STREAMING_LISTS`.
  */
@@ -332,6 +345,9 @@ export const config: Config.Config<SandboxWatchOptions> = Config.all({
   labelSelector: Config.string("SANDBOX_WATCH_LABEL_SELECTOR").pipe(Config.withDefault(DefaultLabelSelector)),
   backoffFloor: Config.duration("SANDBOX_WATCH_BACKOFF_FLOOR").pipe(Config.withDefault(Duration.millis(500))),
   backoffCap: Config.duration("SANDBOX_WATCH_BACKOFF_CAP").pipe(Config.withDefault(Duration.seconds(30))),
+  backoffResetAfter: Config.duration("SANDBOX_WATCH_BACKOFF_RESET_AFTER").pipe(
+    Config.withDefault(Duration.minutes(2))
+  ),
   // No default here: unset, it is 1 s kept between the floor and the cap `make` was given.
   reconnectCap: Config.option(Config.duration("SANDBOX_WATCH_RECONNECT_CAP")).pipe(
     Config.map(Option.getOrUndefined)

@@ -244,11 +244,16 @@ const isUntrustedChain = (cause: unknown, depth = 0): boolean => {
     isUntrustedChain((cause as { readonly cause?: unknown }).cause, depth + 1)
 }
 
-const transportError = (options: TransportFailure, what: string): KubeTransportError =>
+const transportError = (
+  options: TransportFailure,
+  what: string,
+  reached: "no-answer" | "mid-answer"
+): KubeTransportError =>
   new KubeTransportError({
     method: options.method,
     path: options.path,
-    message: scrub(`${what}: ${describeCause(options.cause)}`, options.secret)
+    message: scrub(`${what}: ${describeCause(options.cause)}`, options.secret),
+    reached
   })
 
 /**
@@ -258,7 +263,7 @@ const transportError = (options: TransportFailure, what: string): KubeTransportE
  */
 export const requestFailed = (options: TransportFailure & { readonly trust: Trust }): KubeTransportError => {
   const what = `${options.method} ${options.path} to ${options.server} got no answer`
-  if (!isUntrustedChain(options.cause)) return transportError(options, what)
+  if (!isUntrustedChain(options.cause)) return transportError(options, what, "no-answer")
   const blame = options.trust.caGiven
     ? `the CA of ${options.trust.source}; is it this cluster's CA?`
     : `the system's CA roots (${options.trust.source} names no CA); give the cluster's CA`
@@ -268,13 +273,18 @@ export const requestFailed = (options: TransportFailure & { readonly trust: Trus
     message: scrub(
       `${what}: the server's certificate is not signed by ${blame} (${describeCause(options.cause)})`,
       options.secret
-    )
+    ),
+    reached: "no-answer"
   })
 }
 
 /** The answer started but its body broke off: the connection was reset or closed mid-body. */
 export const bodyBroke = (options: TransportFailure): KubeTransportError =>
-  transportError(options, `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body`)
+  transportError(
+    options,
+    `the answer to ${options.method} ${options.path} from ${options.server} broke off mid-body`,
+    "mid-answer"
+  )
 
 /**
  * A deadline passed: the server took longer than `limit` to answer (`part` "headers") or to send
@@ -295,5 +305,6 @@ export const deadlinePassed = (
         : `the answer to ${options.method} ${options.path} from ${options.server} did not arrive whole within ${limit}; ` +
           `the request was abandoned (a stalled body; if it is only slow, raise KubeClientOptions.bodyTimeout, the program's --body-timeout)`,
       options.secret
-    )
+    ),
+    reached: part === "headers" ? "no-answer" : "mid-answer"
   })

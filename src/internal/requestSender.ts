@@ -103,7 +103,8 @@ export const makeRequests = (
               method,
               path,
               message:
-                `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`
+                `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`,
+              reached: "not-sent"
             })
         ),
         (authorization) =>

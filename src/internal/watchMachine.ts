@@ -14,36 +14,39 @@
  *     one is ignored (asking `resourceVersion=` means "from now", and deletions in between would be
  *     missed).
  *  3. The server closes a watch that said something: resume at once from the newest
- *     resourceVersion, no re-list.
+ *     resourceVersion, no re-list. One that closed within a back-off floor of opening waits the rest
+ *     of a floor (a `Beat`): a server that closes every watch as soon as it spoke is asked at most
+ *     twice a second, never in a hot loop.
  *  4. Silence longer than `timeoutSeconds` plus the idle margin: the connection is dead; resume at once.
  *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the watch request:
- *     re-list. The first re-list since a watch last heard something goes at once: the server has
- *     just answered, and only a list can go on (after an outage, the 410 that ends it is the first
- *     answer). While re-lists repeat with no watch hearing anything in between, each waits the
- *     re-list back-off, counted on its own: the floor, doubling to the cap (a list alone is not a
- *     healthy stream, so a lagging or compacting apiserver is not asked for a full list in a loop).
- *     A list that itself fails so waits rule 7's back-off.
+ *     re-list, after the counted back-off (`pacing.ts`): at once the first time since the back-off
+ *     was last forgotten (after an outage, the 410 that ends it is the server's first answer), then
+ *     1, 2, 4, ... s to the cap while they come again. What the watch said before the `ERROR` does
+ *     not matter: a bookmark before every 410 is how a lagging server asks for a list in a loop.
+ *     A list that itself fails so waits the back-off too.
  *  6. A 429, on the request or as an `ERROR` event: wait the server's `Retry-After` (no less than the
- *     back-off floor, no more than its cap; the back-off when it names none) and resume. No re-list:
- *     throttling says nothing about the resourceVersion, and a full list is what an overloaded server
- *     needs least.
+ *     back-off floor, no more than its cap), or the counted back-off if that is longer, and resume.
+ *     No re-list: throttling says nothing about the resourceVersion, and a full list is what an
+ *     overloaded server needs least.
  *  7. Anything else: resume from the newest good resourceVersion, at one of two paces, told apart
- *     by whether the server answered.
- *     - No answer at all (refused, reset, a TLS or DNS failure, a deadline: a transport error):
- *       the reconnect pace, from the floor doubling to `reconnectCap` (1 s by default) and staying
- *       there, spread upward only. A server that is down is asked about once a second, no more,
- *       and once it is back the watch notices within about a second (the predecessor's cap of
- *       30 s kept a healed server waiting up to that long). A row of them is logged as it starts
- *       and at 2, 4, 8, ... in a row.
- *     - An answer that is a failure (a 5xx, an HTML page, a malformed line, a body too large; 401
- *       and 403, rule 9): the back-off, from the floor doubling to the cap with ±20% jitter. A
- *       server that answers but fails is struggling, and is given room.
- *     Each pace counts only its own pauses, and so does rule 5's: an outage's refusals do not grow
- *     the back-off, and any answer, even a failure, is proof the server is reachable and ends a
- *     row of no answers. All of them start afresh when a watch hears something.
- *  8. A watch that closes early having said nothing waits one back-off floor before it is asked
- *     again (client-go's "very short watch"): a beat, so a misbehaving server is not asked in a hot
- *     loop. One that ran (nearly) its whole term in silence is a quiet cluster: resume at once.
+ *     by whether the server answered (`pacing.ts` has both).
+ *     - No answer at all (refused, reset, a TLS or DNS failure, no headers in time: a transport
+ *       error), or a watch whose connection broke mid-stream: the reconnect pace, from the floor
+ *       doubling to `reconnectCap` (1 s by default) and staying there, spread upward only. A server
+ *       that is down is asked about once a second, and once it is back the watch notices within
+ *       about a second. A row of them is logged as it starts and at 2, 4, 8, ... in a row.
+ *     - An answer that is a failure (a 5xx, an HTML page, a malformed line, a body too large, a
+ *       list that broke off mid-body; 401 and 403, rule 9; credentials that could not be read,
+ *       such as an `exec` plugin that failed): the counted back-off, from the floor doubling to the
+ *       cap with ±20% jitter. A server that answers but fails is struggling, and is given room.
+ *     The reconnect pace does not grow the back-off (an outage's refusals leave the next answer's
+ *     pause as it was); an answer that is a failure ends a row of no answers. Both counts are
+ *     forgotten only once the back-off reset time (2 minutes) passed with no paused retry: nothing
+ *     a server sends resets them, so over any 10 minutes at most about 30 requests are answered
+ *     with a failure, and at most about 30 full lists are asked for.
+ *  8. A watch that closes early having said nothing waits the counted back-off before it is asked
+ *     again (client-go's "very short watch"), growing while it repeats. One that ran (nearly) its
+ *     whole term in silence is a quiet cluster: resume at once.
  *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh,
  *     and a 403's log line names the permission missing (`watch` for a streaming list: RBAC sees a
  *     watch). Granting it heals the watch without a restart.
@@ -98,6 +101,7 @@ import * as KubeError from "../KubeError.ts"
 import { apiVersion } from "../KubeResource.ts"
 import type { Status } from "../KubeStatus.ts"
 import { SandboxResource } from "../Sandbox.ts"
+import { Pause } from "./pacing.ts"
 
 // ---------------------------------------------------------------------------------------------
 // States
@@ -156,38 +160,13 @@ export const initialFor = (mode: ListMode): WatchState =>
 export const initial: WatchState = initialFor("paged")
 
 // ---------------------------------------------------------------------------------------------
-// Pauses
+// Pauses: the kind is the machine's; how long each is, is `pacing.ts`'s.
 // ---------------------------------------------------------------------------------------------
 
-/** How long to wait before the next round; the loop's `Schedule` turns it into a delay. */
-export type Pause = Data.TaggedEnum<{
-  /** Go on at once. */
-  None: {}
-  /** One back-off floor, whatever the back-off has grown to; it does not grow it. */
-  Floor: {}
-  /**
-   * Rule 7, the server answered with a failure: the back-off, the floor doubling to the cap; it
-   * grows with each, and starts afresh when a watch hears something.
-   */
-  Backoff: {}
-  /**
-   * Rule 7, no answer at all: the reconnect pace, the floor doubling to `reconnectCap`, for as long
-   * as nothing answers; it does not grow the back-off.
-   */
-  Reconnect: {}
-  /**
-   * Rule 5, a re-list the server asked for: at once the first time since a watch heard something,
-   * then the back-off, growing while re-lists repeat (counted apart from `Backoff`).
-   */
-  Relist: {}
-  /** What the server asked for, already clamped to [floor, cap]. */
-  RetryAfter: { readonly delay: Duration.Duration }
-}>
-
-export const Pause = Data.taggedEnum<Pause>()
+export { Pause } from "./pacing.ts"
 
 const none: Pause = Pause.None()
-const floor: Pause = Pause.Floor()
+const beat: Pause = Pause.Beat()
 const backoff: Pause = Pause.Backoff()
 const reconnect: Pause = Pause.Reconnect()
 const relistPause: Pause = Pause.Relist()
@@ -273,7 +252,7 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
       return { next: watching(end.resourceVersion, lists), pause: none, restart: undefined, message: undefined }
     case "StreamUnsupported":
       // Only a streaming list's round ends so (handled above); a stray one changes nothing.
-      return { next: state, pause: floor, restart: undefined, message: end.why }
+      return { next: state, pause: beat, restart: undefined, message: end.why }
     case "ListFailed":
       return ofClientError(end.error, resumePoint(state), "list", settings, notFoundSaid(state))
     case "WatchFailed":
@@ -560,9 +539,29 @@ const ofClientError = (
   // Rule 7: no answer at all, or an answer that is a failure.
   return {
     next: resume,
-    pause: error._tag === "KubeTransportError" ? reconnect : backoff,
+    pause: answered(error, during) ? backoff : reconnect,
     restart: restartReason(error),
     message: error.message
+  }
+}
+
+/**
+ * Rule 7: whether a failure is paced as an answer (the counted back-off) rather than as no answer
+ * (the reconnect pace). A request not sent because its credentials could not be read is an answer:
+ * an `exec` plugin spawned once a second is a storm of its own. A body that broke off mid-answer
+ * is one for a list (the server did the list's work; a list cut each time must not be asked for
+ * once a second), but not for a watch: a watch's connection is cut by a network fault as often as
+ * by a server, and the watch must be back within about a second of a heal.
+ */
+const answered = (error: KubeError.KubeClientError, during: "list" | "streaming list" | "watch"): boolean => {
+  if (error._tag !== "KubeTransportError") return true
+  switch (error.reached) {
+    case "not-sent":
+      return true
+    case "mid-answer":
+      return during !== "watch"
+    default:
+      return false
   }
 }
 
@@ -607,7 +606,7 @@ const ofErrorEvent = (
   lists: ListKind,
   settings: MachineSettings
 ): Transition => {
-  const { heard, resourceVersion, status } = end
+  const { resourceVersion, status } = end
   const said = `${status.code ?? "no code"} ${status.reason ?? ""}: ${status.message ?? "no message"}`
   if (status.code === 429) {
     const seconds = status.details?.retryAfterSeconds
@@ -618,10 +617,9 @@ const ofErrorEvent = (
       message: `the watch sent an ERROR: the server is throttling us (${said})`
     }
   }
-  // After a watch that spoke the stream was healthy: re-list at once. One that said only the
-  // ERROR waits the re-list back-off (none the first time), so a server that keeps answering so is
-  // not asked in a hot loop.
-  const pause = heard ? none : relistPause
+  // Rule 5: the re-list back-off, whatever the watch said before the ERROR (a bookmark before
+  // every ERROR is no healthy stream, and forgetting on it was a list storm).
+  const pause = relistPause
   return KubeError.isExpiredStatus(status)
     ? {
       next: relist("expired", lists),
@@ -644,14 +642,27 @@ const ofClose = (
   settings: MachineSettings
 ): Transition => {
   const next = watching(end.resourceVersion, lists)
-  if (end.heard) return { next, pause: none, restart: undefined, message: undefined }
+  const ran = Duration.format(Duration.millis(end.ranMillis))
+  if (end.heard) {
+    if (end.ranMillis >= Duration.toMillis(settings.floor)) {
+      return { next, pause: none, restart: undefined, message: undefined }
+    }
+    // Rule 3: a server that closes every watch as soon as it spoke is asked at most once a floor.
+    return {
+      next,
+      pause: beat,
+      restart: "short-watch",
+      message: `the watch closed ${ran} after it opened`
+    }
+  }
   if (ranItsTerm(end.ranMillis, settings)) {
     return { next, pause: none, restart: undefined, message: "the watch ran its term without a change" }
   }
+  // Rule 8: the back-off, growing while it repeats (client-go's "very short watch").
   return {
     next,
-    pause: floor,
+    pause: backoff,
     restart: "silent-close",
-    message: `the watch closed after ${Duration.format(Duration.millis(end.ranMillis))} without a word`
+    message: `the watch closed after ${ran} without a word`
   }
 }

@@ -1,8 +1,8 @@
 /**
  * The watch loop's rounds: a list when the state needs one, then one watch whose events go into
  * the cache chunk by chunk, until the round ends; `settle` then asks the machine for the next
- * state. The rounds run as a `Stream` under the retry `Schedule` (`roundPauses.ts`) and start
- * again after a defect.
+ * state. The rounds run as a `Stream` under the retry `Schedule` (`pacing.ts`, where every pause's
+ * length is decided) and start again after a defect.
  *
  * What a round reads is passed in as a `WatchLoop`; what it may change is that record's two
  * mutable parts, the `RoundState` (the machine's state, set only by `settle`) and the
@@ -18,7 +18,6 @@ import {
   Deferred,
   Duration,
   Effect,
-  Either,
   FiberRef,
   Metric,
   Option,
@@ -33,7 +32,7 @@ import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
 import { DefaultMaxListItems, ListDraft } from "./listDraft.ts"
 import type { Listing } from "./listPaging.ts"
-import { delayOf, noSteps, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
+import * as Pacing from "./pacing.ts"
 import * as WatchMachine from "./watchMachine.ts"
 import {
   countEvents,
@@ -45,13 +44,10 @@ import {
 } from "./watchMetrics.ts"
 import type { OpenWatch } from "./watchOpening.ts"
 
-export interface WatchSettings extends WatchMachine.MachineSettings {
+export interface WatchSettings extends WatchMachine.MachineSettings, Pacing.PacingSettings {
   readonly labelSelector: string
   readonly idleLimit: Duration.Duration
   readonly pageSize: number
-  readonly jitter: boolean
-  /** Rule 7: the longest pause before a server that gave no answer at all is asked again. */
-  readonly reconnectCap: Duration.Duration
   readonly listMode: WatchMachine.ListMode
   readonly gzipStreamingLists: boolean
 }
@@ -68,9 +64,31 @@ export interface WatchClient {
 export interface RoundState {
   /** What the next round does; set in one place, `settle`. */
   machine: WatchMachine.WatchState
-  /** A failure held back for the pull after the stream yielded (see `nextHealthyRound`). */
-  failureAfterYield: RoundFailure | undefined
+  /** What the pauses before were (`pacing.ts`); kept here so that a restart of the rounds keeps it. */
+  pacer: Pacing.Pacer
 }
+
+/**
+ * A round that did not end as it should: the machine's transition, whose pause the retry
+ * `Schedule` waits (the state was already set).
+ */
+export class RoundFailure extends Data.TaggedError("RoundFailure")<{
+  readonly transition: WatchMachine.Transition
+}> {}
+
+/** What the loop says before a transition's pause, and the log line's annotations. */
+const pauseRequest = (transition: WatchMachine.Transition): Pacing.PauseRequest => ({
+  pause: transition.pause,
+  message: `${transition.message}; ${WatchMachine.describeNext(transition.next)}`,
+  annotations: {
+    resourceVersion: resumeAnnotation(transition.next),
+    reason: transition.restart ?? ""
+  }
+})
+
+/** The resourceVersion a log line names for the next state: the one it resumes from, if any. */
+const resumeAnnotation = (at: WatchMachine.WatchState): string =>
+  at._tag === "Watching" ? at.resourceVersion : ""
 
 /** Everything the rounds read, and the records they may change. */
 export interface WatchLoop {
@@ -87,13 +105,6 @@ export interface WatchLoop {
 
 /** Ends a watch's applier from inside its stream: the round ended with `end`. */
 class RoundOver extends Data.TaggedError("RoundOver")<{ readonly end: WatchMachine.RoundEnd }> {}
-
-/** How a watch ended, whether it heard anything, and the newest resourceVersion it reached. */
-interface RoundOutcome {
-  readonly end: WatchMachine.RoundEnd
-  readonly heard: boolean
-  readonly resourceVersion: string
-}
 
 /**
  * Runs `apply` on every chunk of an opened watch until it ends, in a scope of its own. A pull
@@ -247,7 +258,7 @@ const watchFrom = (
   loop: WatchLoop,
   resourceVersion: string,
   streaming?: WatchMachine.ListReason
-): Effect.Effect<RoundOutcome, RoundFailure> =>
+): Effect.Effect<WatchMachine.RoundEnd, RoundFailure> =>
   Effect.suspend(() => {
     const { annotations, cacheSteps, counts } = loop
     let heard = false
@@ -399,46 +410,29 @@ const watchFrom = (
               )
           })
         )
-        return Effect.map(applyAll, (end): RoundOutcome => ({ end, heard, resourceVersion: current }))
+        return applyAll
       })
     )
   })
 
 /**
- * The loop's one pull: rounds (a list when the state needs one, then a watch) run one after
- * another for as long as they end as they should. `Stream.retry` resets the back-off whenever
- * the stream yields, and only a watch that heard something makes a healthy stream (a list alone
- * does not: rule 5). So when a round fails after a healthy one, the pull yields first and fails
- * on the next pull, and the pause starts from the floor; a failure after none fails at once.
- * Yielding only then, not after every healthy round, keeps the stream's own work off a resume
- * (`scratchpad/effectOps.ts`).
+ * The loop's one pull: rounds (a list when the state needs one, then a watch) one after another,
+ * for as long as they end as they should; it fails with the first transition that needs a pause.
+ * It never yields a value: how long to pause is the pacer's alone (`pacing.ts`), and nothing about
+ * the stream, such as `Stream.retry` resetting its schedule on a value, may reset it.
  */
-const nextHealthyRound = (loop: WatchLoop): Effect.Effect<string, RoundFailure> => {
+const roundsUntilPause = (loop: WatchLoop): Effect.Effect<never, RoundFailure> => {
   const { state } = loop
-  return Effect.suspend(() => {
-    if (state.failureAfterYield !== undefined) {
-      const failure = state.failureAfterYield
-      state.failureAfterYield = undefined
-      return Effect.fail(failure)
+  return Effect.gen(function*() {
+    for (;;) {
+      const machine = state.machine
+      const end = machine._tag === "Watching"
+        ? yield* watchFrom(loop, machine.resourceVersion)
+        : machine.lists === "stream"
+        ? yield* watchFrom(loop, "", machine.reason)
+        : yield* watchFrom(loop, yield* relist(loop, machine.reason))
+      yield* settle(loop, end)
     }
-    return Effect.gen(function*() {
-      let healthy = false
-      for (;;) {
-        const machine = state.machine
-        const outcome = machine._tag === "Watching"
-          ? yield* watchFrom(loop, machine.resourceVersion)
-          : machine.lists === "stream"
-          ? yield* watchFrom(loop, "", machine.reason)
-          : yield* watchFrom(loop, yield* relist(loop, machine.reason))
-        const settled = yield* Effect.either(settle(loop, outcome.end))
-        if (outcome.heard) healthy = true
-        if (Either.isLeft(settled)) {
-          if (!healthy) return yield* Effect.fail(settled.left)
-          state.failureAfterYield = settled.left
-          return outcome.resourceVersion
-        }
-      }
-    })
   })
 }
 
@@ -452,12 +446,9 @@ const afterDefect = (loop: WatchLoop, cause: Cause.Cause<RoundFailure>): Effect.
   // The machine's `Defect` arm always restarts, so `settle` fails with its transition.
   Effect.catchAll(settle(loop, WatchMachine.RoundEnd.Defect()), ({ transition }) =>
     Effect.gen(function*() {
-      loop.state.failureAfterYield = undefined
-      const delay = yield* delayOf(loop.settings, transition.pause, noSteps)
-      yield* Effect.logError(
-        `${transition.message}; ${WatchMachine.describeNext(transition.next)} in ${Duration.format(delay)}`,
-        cause
-      ).pipe(Effect.annotateLogs({ reason: "defect" }))
+      yield* Effect.logError("the watch loop's defect", cause).pipe(Effect.annotateLogs({ reason: "defect" }))
+      const now = yield* Clock.currentTimeMillis
+      const delay = yield* Pacing.takePause(loop.state, pauseRequest(transition), loop.settings, loop.annotations, now)
       yield* Effect.sleep(delay)
     }))
 
@@ -467,8 +458,8 @@ const afterDefect = (loop: WatchLoop, cause: Cause.Cause<RoundFailure>): Effect.
  * ever.)
  */
 export const runWatchLoop = (loop: WatchLoop) => {
-  const rounds = Stream.repeatEffect(nextHealthyRound(loop)).pipe(
-    Stream.retry(retryPolicy(loop.settings, loop.annotations)),
+  const rounds = Stream.repeatEffect(roundsUntilPause(loop)).pipe(
+    Stream.retry(Pacing.retryPolicy(loop.state, (failure: RoundFailure) => pauseRequest(failure.transition), loop.settings, loop.annotations)),
     Stream.runDrain
   )
   return Effect.forever(
