@@ -106,6 +106,54 @@ const rows: ReadonlyArray<Row> = [
     restart: undefined
   },
   {
+    rule: "3. a watch that spoke and closed within a floor of opening: a beat (one floor, counted nowhere)",
+    from: watching("10"),
+    end: End.Closed({ resourceVersion: "15", heard: true, ranMillis: 499 }),
+    next: "watch(15)",
+    pause: "beat",
+    restart: "short-watch"
+  },
+  {
+    rule: "3. a watch that spoke and closed a floor after opening: at once",
+    from: watching("10"),
+    end: End.Closed({ resourceVersion: "15", heard: true, ranMillis: 500 }),
+    next: "watch(15)",
+    pause: "none",
+    restart: undefined
+  },
+  {
+    rule: "7. a watch cut mid-stream (its answer broke off): the reconnect pace, as no answer",
+    from: watching("10"),
+    end: End.WatchFailed({
+      error: transportError("the answer broke off mid-body", "mid-answer"),
+      resourceVersion: "12",
+      heard: true
+    }),
+    next: "watch(12)",
+    pause: "reconnect",
+    restart: "transport"
+  },
+  {
+    rule: "7. a list cut mid-body: the counted back-off (the server did the list's work)",
+    from: listing("expired"),
+    end: End.ListFailed({ error: transportError("the answer broke off mid-body", "mid-answer") }),
+    next: "list(expired)",
+    pause: "backoff",
+    restart: "transport"
+  },
+  {
+    rule: "7. a request not sent, its credentials unreadable (an exec plugin that failed): the counted back-off",
+    from: watching("10"),
+    end: End.WatchFailed({
+      error: transportError("was not sent: its credentials could not be read", "not-sent"),
+      resourceVersion: "10",
+      heard: false
+    }),
+    next: "watch(10)",
+    pause: "backoff",
+    restart: "transport"
+  },
+  {
     rule: "4. silence past the idle limit: the connection is dead; resume at once",
     from: watching("10"),
     end: End.Idle({ resourceVersion: "12" }),
@@ -114,11 +162,11 @@ const rows: ReadonlyArray<Row> = [
     restart: "idle"
   },
   {
-    rule: "5. an ERROR 410 after events: re-list at once",
+    rule: "5. an ERROR 410 after events: re-list at the re-list pace too (what came before it resets nothing)",
     from: watching("10"),
     end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "11", heard: true }),
     next: "list(expired)",
-    pause: "none",
+    pause: "relist",
     restart: "expired"
   },
   {
@@ -134,7 +182,7 @@ const rows: ReadonlyArray<Row> = [
     from: watching("10"),
     end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "10", heard: true }),
     next: "list(error-event)",
-    pause: "none",
+    pause: "relist",
     restart: "error-event"
   },
   {
@@ -262,11 +310,11 @@ const rows: ReadonlyArray<Row> = [
     restart: "malformed"
   },
   {
-    rule: "8. a watch that closed early having said nothing: one floor",
+    rule: "8. a watch that closed early having said nothing: the counted back-off",
     from: watching("10"),
     end: End.Closed({ resourceVersion: "10", heard: false, ranMillis: 2_000 }),
     next: "watch(10)",
-    pause: "floor",
+    pause: "backoff",
     restart: "silent-close"
   },
   {
@@ -384,7 +432,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     from: watchingAfterStream("30"),
     end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "30", heard: true }),
     next: "stream(expired)",
-    pause: "none",
+    pause: "relist",
     restart: "expired"
   },
   {
@@ -653,7 +701,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     from: watching("40"),
     end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "40", heard: true }),
     next: "list(expired)",
-    pause: "none",
+    pause: "relist",
     restart: "expired"
   }
 ]

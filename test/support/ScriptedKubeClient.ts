@@ -179,5 +179,13 @@ export const statusError = (
     bodyExcerpt: Option.none()
   })
 
-export const transportError = (message = "read ECONNRESET"): KubeClientError =>
-  new KubeError.KubeTransportError({ method: "GET", path: "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes", message })
+export const transportError = (
+  message = "read ECONNRESET",
+  reached?: KubeError.KubeTransportError["reached"]
+): KubeClientError =>
+  new KubeError.KubeTransportError({
+    method: "GET",
+    path: "/apis/jr2.dev/v1alpha1/namespaces/ns/sandboxes",
+    message,
+    ...(reached === undefined ? {} : { reached })
+  })
