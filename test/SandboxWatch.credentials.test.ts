@@ -1,0 +1,54 @@
+/**
+ * Credentials that cannot be read (an `exec` plugin that exits non-zero, an unreadable token file)
+ * are paced as an answer that is a failure (rule 7), not as no answer: the plugin is spawned at
+ * the counted back-off's pace, not once a second. The real client, a connection whose credentials
+ * always fail, and the test clock.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Ref, TestClock } from "effect"
+import * as KubeClient from "../src/KubeClient.ts"
+import * as KubeConfig from "../src/KubeConfig.ts"
+import * as SandboxWatch from "../src/SandboxWatch.ts"
+
+/** A connection whose every read of credentials fails, counting the reads. */
+const failingCredentials = (reads: Ref.Ref<number>): KubeConfig.ClusterConnection => ({
+  // Nothing listens here: a request that were sent would fail another way, and say so.
+  server: "https://127.0.0.1:1",
+  namespace: Option.none(),
+  tls: {
+    ca: Option.none(),
+    clientCertificate: Option.none(),
+    clientKey: Option.none(),
+    insecureSkipTlsVerify: false,
+    serverName: Option.none()
+  },
+  authorization: Effect.zipRight(
+    Ref.update(reads, (n) => n + 1),
+    Effect.fail(
+      new KubeConfig.KubeConfigError({
+        file: Option.none(),
+        message: "the exec plugin `aws-iam-authenticator` exited with status 1"
+      })
+    )
+  ),
+  invalidate: Effect.void,
+  source: "a test's connection"
+})
+
+describe("SandboxWatch: credentials that cannot be read", () => {
+  it.scoped("are read again at the counted back-off's pace: at most about 30 times in 10 minutes, not once a second", () =>
+    Effect.gen(function*() {
+      const reads = yield* Ref.make(0)
+      const client = yield* KubeClient.make().pipe(
+        Effect.provide(Layer.succeed(KubeConfig.KubeConfig, failingCredentials(reads)))
+      )
+      yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged" }).pipe(
+        Effect.provideService(KubeClient.KubeClient, client)
+      )
+      for (let step = 0; step < 60; step++) yield* TestClock.adjust("10 seconds")
+      const read = yield* Ref.get(reads)
+      // 500 ms doubling to the 30 s cap: 0.5, 1, 2, 4, 8, 16, 30, 30, ... about 25 in 10 minutes.
+      expect(read).toBeGreaterThanOrEqual(20)
+      expect(read).toBeLessThanOrEqual(31)
+    }))
+})
