@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import {
   Cause,
   Chunk,
+  Clock,
   ConfigProvider,
   Deferred,
   Duration,
@@ -23,6 +24,8 @@ import {
 import { KubeLineTooLongError, KubeMalformedLineError } from "../src/KubeError.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
+import type { WatchEvent } from "../src/WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../src/WatchEvent.ts"
 import {
   added,
   bookmark,
@@ -105,6 +108,46 @@ const watchCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) 
 const listCalls = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) =>
   Effect.map(kube.calls, (calls) => calls.filter((c) => c.verb === "list"))
 
+/** The nearest pending TestClock sleep within a minute, or -1 when none is (the watch is busy). */
+const pendingPause = Effect.gen(function*() {
+  const now = yield* TestClock.currentTimeMillis
+  const future = Chunk.toArray(yield* TestClock.sleeps()).filter((t) => t > now && t - now <= 60_000)
+  return future.length === 0 ? -1 : Math.min(...future) - now
+})
+
+/**
+ * The next watch the loop opens, letting the watch's own pauses pass and no other time: the clock
+ * moves only by what the watch waits. (The idle timers of `misbehaving`'s watches are an hour away.)
+ */
+const nextWatchAfterPauses = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>) =>
+  Effect.gen(function*() {
+    const next = yield* Effect.fork(kube.nextWatch)
+    for (let i = 0; i < 1000; i++) {
+      yield* settle
+      const done = next.unsafePoll()
+      if (done !== null) return yield* done
+      const pause = yield* pendingPause
+      if (pause > 0) yield* TestClock.adjust(Duration.millis(pause))
+    }
+    return yield* Effect.dieMessage("the watch opened no next watch")
+  })
+
+/** For a misbehaving server's ten minutes: idle timers out of the way of `pendingPause`. */
+const misbehaving = { timeoutSeconds: 3600 } as const
+
+/** Whether a misbehaving server's ten minutes go on: less time passed, and fewer than 200 requests. */
+const stillMisbehaving = (kube: Effect.Effect.Success<typeof makeScriptedKubeClient>, began: number) =>
+  Effect.gen(function*() {
+    const now = yield* TestClock.currentTimeMillis
+    return now - began < 600_000 && (yield* kube.calls).length < 200
+  })
+
+const endBookmark = (resourceVersion: string): WatchEvent<Sandbox> => ({
+  type: "BOOKMARK",
+  resourceVersion,
+  annotations: { [InitialEventsEndAnnotation]: "true" }
+})
+
 /** Waits until a pause is registered, checks it is `millis` long, and lets it pass. */
 const adjustAfterSleep = (millis: number) =>
   Effect.gen(function*() {
@@ -112,6 +155,21 @@ const adjustAfterSleep = (millis: number) =>
     yield* TestClock.adjust(Duration.millis(millis))
     yield* settle
   })
+
+/** The live clock's sleeps, but a clock on which one second passes at every read. */
+const secondPerReadClock = (): Clock.Clock => {
+  const live = Clock.make()
+  let now = live.unsafeCurrentTimeMillis()
+  const read = () => (now += 1000)
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: read,
+    currentTimeMillis: Effect.sync(read),
+    unsafeCurrentTimeNanos: () => BigInt(read()) * 1_000_000n,
+    currentTimeNanos: Effect.sync(() => BigInt(read()) * 1_000_000n),
+    sleep: (duration) => live.sleep(duration)
+  }
+}
 
 const captureLogs = Effect.gen(function*() {
   const lines = yield* Ref.make<ReadonlyArray<string>>([])
@@ -148,23 +206,59 @@ describe("SandboxWatch", () => {
 
   // -- rule 2 and 3 ------------------------------------------------------------------------------
 
-  it.scoped("2-3. keeps every event's and bookmark's resourceVersion; a clean close resumes at once from the latest, no re-list", () =>
+  it.scoped("2-3. keeps every event's and bookmark's resourceVersion; a clean close after a normal run resumes at once from the latest, no re-list", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start()
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.emit(added(sandbox("a", "11")))
       yield* w1.emit(bookmark("15"))
+      // Each watch runs one floor (500 ms) before the server closes it: a normal run, not rule 3's
+      // short watch.
+      yield* TestClock.adjust("500 millis")
       yield* w1.end
       const w2 = yield* kube.nextWatch
       expect(w2.options.resourceVersion).toBe("15")
       yield* w2.emit(modified(sandbox("a", "16", "Ready")), bookmark("20"))
+      yield* TestClock.adjust("500 millis")
       yield* w2.end
       const w3 = yield* kube.nextWatch
       expect(w3.options.resourceVersion).toBe("20")
       expect((yield* listCalls(kube)).length).toBe(1)
       expect((yield* watch.health).relists).toBe(0)
-      // no TestClock.adjust happened: the resumes were immediate
+      // The clock stood still after each close, so the resumes were immediate; and no pause was taken.
+      expect((yield* watch.health).watchRestarts).toBe(0)
+    }))
+
+  it.scoped("3. a watch that spoke and closed within one floor of opening waits one floor, counted nowhere: never a hot loop", () =>
+    Effect.gen(function*() {
+      const logs = yield* captureLogs
+      const { kube, watch } = yield* start({ backoffFloor: "700 millis" }).pipe(Effect.provide(logs.layer))
+      yield* kube.respondList(fullList("10"))
+      let w = yield* kube.nextWatch
+      for (let i = 0; i < 3; i++) {
+        yield* w.emit(bookmark(String(11 + i)))
+        yield* TestClock.adjust("300 millis")
+        yield* w.end
+        // One floor each time, not growing: a beat, not the back-off.
+        expect(yield* nextPause()).toBe(700)
+        yield* TestClock.adjust("699 millis")
+        yield* settle
+        expect((yield* watchCalls(kube)).length).toBe(i + 1)
+        yield* TestClock.adjust("1 millis")
+        w = yield* kube.nextWatch
+        expect(w.options.resourceVersion).toBe(String(11 + i))
+      }
+      // The beats counted nowhere: the first answered failure still waits the floor.
+      yield* w.fail(statusError(500, "InternalError", "boom"))
+      expect(yield* nextPause()).toBe(700)
+      expect((yield* watch.health).watchRestarts).toBe(4)
+      expect((yield* logs.lines).filter((line) => line.startsWith("the watch closed"))).toEqual([
+        "the watch closed 300ms after it opened; resuming from resourceVersion 11 in 700ms",
+        "the watch closed 300ms after it opened; resuming from resourceVersion 12 in 700ms",
+        "the watch closed 300ms after it opened; resuming from resourceVersion 13 in 700ms"
+      ])
+      expect((yield* listCalls(kube)).length).toBe(1)
     }))
 
   // -- rule 4 ------------------------------------------------------------------------------------
@@ -188,7 +282,7 @@ describe("SandboxWatch", () => {
 
   // -- rule 5 ------------------------------------------------------------------------------------
 
-  it.scoped("5. an ERROR event re-lists (quorum), after events at once, and says so", () =>
+  it.scoped("5. an ERROR event re-lists (quorum), the first time at once, and says so", () =>
     Effect.gen(function*() {
       const logs = yield* captureLogs
       const { kube, watch } = yield* start().pipe(Effect.provide(logs.layer))
@@ -208,7 +302,7 @@ describe("SandboxWatch", () => {
       )
     }))
 
-  it.scoped("5. a watch that says only ERROR re-lists at once the first time, and after one floor the second", () =>
+  it.scoped("5. a watch that says only ERROR re-lists at once the first time, and after twice the floor the second (the back-off's second step)", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis" })
       yield* kube.respondList(fullList("10"))
@@ -221,20 +315,20 @@ describe("SandboxWatch", () => {
       expect(w2.options.resourceVersion).toBe("12")
       yield* w2.emit(errorEvent(500, "InternalError", "etcd is still sad"))
       yield* settle
-      yield* TestClock.adjust("499 millis")
+      yield* TestClock.adjust("999 millis")
       yield* settle
       expect((yield* listCalls(kube)).length).toBe(2)
       yield* TestClock.adjust("1 millis")
       yield* eventually(listCalls(kube), (lists) => lists.length === 3)
     }))
 
-  it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list; the back-off grows while they repeat, since a list alone is not a healthy stream", () =>
+  it.scoped("5. a 410 on the watch request, and a too-large resourceVersion (504), re-list; the back-off grows while they repeat, and neither a list nor a bookmark between them resets it", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "1 second" })
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.fail(statusError(410, "Gone", "too old"))
-      // The first re-list at once; the ones that repeat wait the floor, doubling.
+      // The first re-list at once; the ones that repeat wait the floor doubled, doubling.
       yield* kube.respondList(fullList("20"))
       const w2 = yield* kube.nextWatch
       expect(w2.options.resourceVersion).toBe("20")
@@ -245,18 +339,22 @@ describe("SandboxWatch", () => {
         })
       )
       // The list that landed in between did not reset the back-off: a lagging apiserver is not
-      // asked for a full list every floor.
-      yield* adjustAfterSleep(1000)
+      // asked for a full list every floor. (The 504's Retry-After is no throttling: rule 5, not 6.)
+      yield* adjustAfterSleep(2000)
       yield* kube.respondList(fullList("30"))
       const w3 = yield* kube.nextWatch
       expect(w3.options.resourceVersion).toBe("30")
       yield* w3.fail(statusError(410, "Gone", "too old"))
-      yield* adjustAfterSleep(2000)
+      yield* adjustAfterSleep(4000)
       yield* kube.respondList(fullList("40"))
-      // A watch that hears something is a healthy stream: the next 410 re-lists at once again.
+      // Nor does a watch that heard something: a bookmark before every 410 is how a lagging server
+      // asks for a list in a loop.
       const w4 = yield* kube.nextWatch
       yield* w4.emit(bookmark("41"))
       yield* w4.fail(statusError(410, "Gone", "too old"))
+      yield* settle
+      expect((yield* listCalls(kube)).length).toBe(4)
+      yield* adjustAfterSleep(8000)
       yield* kube.respondList(fullList("50"))
       const w5 = yield* kube.nextWatch
       expect(w5.options.resourceVersion).toBe("50")
@@ -267,7 +365,8 @@ describe("SandboxWatch", () => {
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis" })
       yield* kube.respondList(fullList("10"))
-      for (const [i, pause] of [0, 500, 1000, 2000, 4000].entries()) {
+      // The re-list's count is the back-off's: at once, then the floor doubled, doubling.
+      for (const [i, pause] of [0, 1000, 2000, 4000, 8000].entries()) {
         const w = yield* kube.nextWatch
         yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
         if (pause > 0) yield* adjustAfterSleep(pause)
@@ -305,7 +404,7 @@ describe("SandboxWatch", () => {
 
   // -- rule 7 ------------------------------------------------------------------------------------
 
-  it.scoped("7. failures the server answered back off from the floor, doubling to the cap, and a healthy stream resets it", () =>
+  it.scoped("7. failures the server answered back off from the floor, doubling to the cap; a bookmark resets nothing, two minutes with no failure do", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "4 seconds" })
       yield* kube.respondList(fullList("10"))
@@ -320,16 +419,25 @@ describe("SandboxWatch", () => {
         w = yield* kube.nextWatch
         expect(w.options.resourceVersion).toBe("11")
       }
-      // the bookmark before the first failure reset nothing yet; after it, each failure doubles
       expect(delays).toEqual([500, 1000, 2000, 4000, 4000, 4000])
-      // a healthy stream (an event arrived) resets the back-off to the floor
+      // A bookmark before a failure is no proof of health: the back-off stays at the cap.
       yield* w.emit(bookmark("12"))
+      yield* w.fail(statusError(500, "InternalError", "boom"))
+      expect(yield* nextPause()).toBe(4000)
+      yield* TestClock.adjust("4 seconds")
+      w = yield* kube.nextWatch
+      expect(w.options.resourceVersion).toBe("12")
+      // Two minutes of a watch that goes on (bookmarks, no failure) since the last retry went:
+      // the back-off is forgotten, and the next failure waits the floor again.
+      yield* w.emit(bookmark("13"))
+      yield* TestClock.adjust("2 minutes")
+      yield* w.emit(bookmark("14"))
       yield* w.fail(statusError(500, "InternalError", "boom"))
       expect(yield* nextPause()).toBe(500)
       expect((yield* listCalls(kube)).length).toBe(1)
     }))
 
-  it.scoped("7. a healthy watch that closed cleanly resets the back-off for a later round that fails without a word", () =>
+  it.scoped("7. watches that heard something and closed cleanly reset nothing: the back-off grows on until two minutes pass with no paused retry", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis", backoffCap: "8 seconds" })
       yield* kube.respondList(fullList("10"))
@@ -342,21 +450,30 @@ describe("SandboxWatch", () => {
         yield* TestClock.adjust(Duration.millis(delay))
         w = yield* kube.nextWatch
       })
+      /** A watch that hears a bookmark, runs `millis`, and is closed cleanly: resumed at once. */
+      const healthyRound = (resourceVersion: string, millis: number) =>
+        Effect.gen(function*() {
+          yield* w.emit(bookmark(resourceVersion))
+          yield* TestClock.adjust(Duration.millis(millis))
+          yield* w.end
+          w = yield* kube.nextWatch
+          expect(w.options.resourceVersion).toBe(resourceVersion)
+        })
       yield* failSilently
       yield* failSilently
       yield* failSilently
-      // Two rounds that heard something and ended cleanly: resumed at once, no pause.
-      yield* w.emit(bookmark("11"))
-      yield* w.end
-      w = yield* kube.nextWatch
-      yield* w.emit(bookmark("12"))
-      yield* w.end
-      w = yield* kube.nextWatch
-      expect(w.options.resourceVersion).toBe("12")
-      // This round hears nothing before it fails: the back-off starts again from the floor.
+      // Two rounds that heard something and ended cleanly after a normal run: resumed at once...
+      yield* healthyRound("11", 1000)
+      yield* healthyRound("12", 1000)
+      // ...but the next failure goes on where the back-off was.
+      yield* failSilently
+      expect(delays).toEqual([500, 1000, 2000, 4000])
+      // Healthy rounds for two minutes since that retry went: now the back-off starts again.
+      yield* healthyRound("13", 60_000)
+      yield* healthyRound("14", 60_000)
       yield* failSilently
       yield* failSilently
-      expect(delays).toEqual([500, 1000, 2000, 500, 1000])
+      expect(delays).toEqual([500, 1000, 2000, 4000, 500, 1000])
       expect((yield* listCalls(kube)).length).toBe(1)
     }))
 
@@ -434,7 +551,7 @@ describe("SandboxWatch", () => {
       expect(yield* TestClock.currentTimeMillis).toBe(answered)
     }))
 
-  it.scoped("5. 410s that repeat after the outage's re-list back off growing, counted apart from the outage", () =>
+  it.scoped("5. 410s that repeat after the outage's re-list back off growing, the outage's refusals not counted", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "500 millis" })
       yield* kube.respondList(fullList("10"))
@@ -456,7 +573,8 @@ describe("SandboxWatch", () => {
         yield* kube.respondList(fullList(String(20 + i)))
         w = yield* kube.nextWatch
       }
-      expect(relistPauses).toEqual([0, 500, 1000, 2000, 4000])
+      // At once (the refusals grew nothing), then the floor doubled, doubling.
+      expect(relistPauses).toEqual([0, 1000, 2000, 4000, 8000])
     }))
 
   it.scoped("7. refusals do not grow the back-off of answered failures, and any answer ends a row of refusals", () =>
@@ -517,9 +635,9 @@ describe("SandboxWatch", () => {
       }
       expect((yield* logs.lines).filter((line) => line.includes("ECONNREFUSED"))).toEqual([
         "connect ECONNREFUSED 127.0.0.1:6443; resuming from resourceVersion 10 in 500ms",
-        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 2 times in a row); resuming from resourceVersion 10 in 1s",
-        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 4 times in a row); resuming from resourceVersion 10 in 1s",
-        "connect ECONNREFUSED 127.0.0.1:6443 (no answer 8 times in a row); resuming from resourceVersion 10 in 1s"
+        "connect ECONNREFUSED 127.0.0.1:6443; resuming from resourceVersion 10 (no answer 2 times in a row) in 1s",
+        "connect ECONNREFUSED 127.0.0.1:6443; resuming from resourceVersion 10 (no answer 4 times in a row) in 1s",
+        "connect ECONNREFUSED 127.0.0.1:6443; resuming from resourceVersion 10 (no answer 8 times in a row) in 1s"
       ])
     }))
 
@@ -539,20 +657,22 @@ describe("SandboxWatch", () => {
 
   // -- rule 8 ------------------------------------------------------------------------------------
 
-  it.scoped("8. a watch that closes having said nothing is asked again only after one floor", () =>
+  it.scoped("8. a watch that closes having said nothing is asked again after the back-off, from the floor, growing while it repeats", () =>
     Effect.gen(function*() {
       const { kube } = yield* start({ backoffFloor: "700 millis" })
       yield* kube.respondList(fullList("10"))
-      for (let i = 0; i < 3; i++) {
+      for (const [i, pause] of [700, 1400, 2800].entries()) {
         const w = yield* kube.nextWatch
+        expect(w.options.resourceVersion).toBe("10")
         yield* w.end
-        expect(yield* nextPause()).toBe(700)
-        yield* TestClock.adjust("699 millis")
+        expect(yield* nextPause()).toBe(pause)
+        yield* TestClock.adjust(Duration.millis(pause - 1))
         yield* settle
         expect((yield* watchCalls(kube)).length).toBe(i + 1)
         yield* TestClock.adjust("1 millis")
       }
       yield* kube.nextWatch
+      expect((yield* listCalls(kube)).length).toBe(1)
     }))
 
   it.scoped("8. a watch that ran its whole term in silence (a quiet cluster) is resumed at once", () =>
@@ -570,6 +690,139 @@ describe("SandboxWatch", () => {
       yield* w2.end
       // (the first watch's idle timer, 20 s away, is still listed by TestClock: look nearer)
       expect(yield* nextPause(5_000)).toBe(700)
+    }))
+
+  // -- rules 3, 5, 7, 8 over ten minutes: what a misbehaving server gets (issue 46) --------------
+  // Each runs with the clock moved only by the watch's own pauses, until 10 minutes have passed or
+  // 200 requests were made (a hot loop, which moves no clock). At most about 30 answered failures
+  // and 30 full lists in any 10 minutes: 0 (or the floor), 1, 2, 4, 8, 16 s, then one a ~30 s cap.
+
+  it.scoped("5. a server that answers every watch with a bookmark then ERROR 410 is asked for at most about 30 lists in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start(misbehaving)
+      const began = yield* TestClock.currentTimeMillis
+      let rv = 10
+      yield* kube.respondList(fullList(String(rv)))
+      while (yield* stillMisbehaving(kube, began)) {
+        const w = yield* nextWatchAfterPauses(kube)
+        expect(w.options.resourceVersion).toBe(String(rv))
+        yield* w.emit(bookmark(String(rv + 1)), errorEvent(410, "Expired", `too old resource version: ${rv + 1}`))
+        rv += 2
+        yield* kube.respondList(fullList(String(rv)))
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      // ...and still asked for, about once a cap: not given up.
+      expect((yield* listCalls(kube)).length).toBeGreaterThanOrEqual(20)
+      expect((yield* listCalls(kube)).length).toBeLessThanOrEqual(30)
+    }))
+
+  it.scoped("5, 16. auto: a server whose every streaming list lands, bookmarks once, then says ERROR 410 streams at most about 30 lists in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start({ ...misbehaving, listMode: "auto" })
+      const began = yield* TestClock.currentTimeMillis
+      let rv = 10
+      while (yield* stillMisbehaving(kube, began)) {
+        const w = yield* nextWatchAfterPauses(kube)
+        // Every list streams: a 410 after the end bookmark is no reason to page.
+        expect(w.options.sendInitialEvents).toBe(true)
+        yield* w.emit(endBookmark(String(rv)), bookmark(String(rv + 1)), errorEvent(410, "Expired", "too old"))
+        rv += 2
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      expect((yield* watchCalls(kube)).length).toBeGreaterThanOrEqual(20)
+      expect((yield* watchCalls(kube)).length).toBeLessThanOrEqual(30)
+      expect(yield* listCalls(kube)).toEqual([])
+    }))
+
+  it.scoped("3, 5. a server whose every watch bookmarks and closes, and whose every resume gets a 410, is asked for at most about 30 lists in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start(misbehaving)
+      const began = yield* TestClock.currentTimeMillis
+      let rv = 10
+      yield* kube.respondList(fullList(String(rv)))
+      while (yield* stillMisbehaving(kube, began)) {
+        const listed = yield* nextWatchAfterPauses(kube)
+        yield* listed.emit(bookmark(String(rv + 1)))
+        yield* listed.end
+        const resumed = yield* nextWatchAfterPauses(kube)
+        expect(resumed.options.resourceVersion).toBe(String(rv + 1))
+        yield* resumed.fail(statusError(410, "Gone", "too old resource version"))
+        rv += 2
+        yield* kube.respondList(fullList(String(rv)))
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      expect((yield* listCalls(kube)).length).toBeGreaterThanOrEqual(20)
+      expect((yield* listCalls(kube)).length).toBeLessThanOrEqual(30)
+    }))
+
+  it.scoped("8. a server that closes every watch at once, having said nothing, is asked at most about 30 times in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start(misbehaving)
+      const began = yield* TestClock.currentTimeMillis
+      yield* kube.respondList(fullList("10"))
+      while (yield* stillMisbehaving(kube, began)) {
+        const w = yield* nextWatchAfterPauses(kube)
+        expect(w.options.resourceVersion).toBe("10")
+        yield* w.end
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      expect((yield* kube.calls).length).toBeGreaterThanOrEqual(20)
+      expect((yield* kube.calls).length).toBeLessThanOrEqual(30)
+    }))
+
+  it.scoped("7. a server whose every watch tells one event then sends a malformed line fails at most about 30 requests in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start(misbehaving)
+      const began = yield* TestClock.currentTimeMillis
+      let rv = 10
+      yield* kube.respondList(fullList(String(rv)))
+      while (yield* stillMisbehaving(kube, began)) {
+        const w = yield* nextWatchAfterPauses(kube)
+        // Resumed from the last good resourceVersion each time.
+        expect(w.options.resourceVersion).toBe(String(rv))
+        rv++
+        yield* w.emit(modified(sandbox("a", String(rv))))
+        yield* w.fail(new KubeMalformedLineError({ path: "/x", message: "not JSON", excerpt: "{\"type\":\"MODIF" }))
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      expect((yield* watchCalls(kube)).length).toBeGreaterThanOrEqual(20)
+      expect((yield* watchCalls(kube)).length).toBeLessThanOrEqual(30)
+      expect((yield* listCalls(kube)).length).toBe(1)
+    }))
+
+  it.scoped("5. the re-list back-off is forgotten only after two minutes with no paused retry: then a 410 re-lists at once again", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.fail(statusError(410, "Gone", "too old"))
+      yield* kube.respondList(fullList("20"))
+      const w2 = yield* kube.nextWatch
+      yield* w2.fail(statusError(410, "Gone", "too old"))
+      yield* adjustAfterSleep(1000)
+      yield* kube.respondList(fullList("30"))
+      // A minute of a watch that goes on: the next 410 still waits the back-off's next step.
+      const w3 = yield* kube.nextWatch
+      yield* w3.emit(bookmark("31"))
+      yield* TestClock.adjust("1 minute")
+      yield* w3.emit(bookmark("32"))
+      yield* w3.fail(statusError(410, "Gone", "too old"))
+      yield* settle
+      expect((yield* listCalls(kube)).length).toBe(3)
+      yield* adjustAfterSleep(2000)
+      yield* kube.respondList(fullList("40"))
+      // Two minutes since that retry went, with no failure: forgotten.
+      const w4 = yield* kube.nextWatch
+      yield* w4.emit(bookmark("41"))
+      yield* TestClock.adjust("2 minutes")
+      yield* w4.emit(bookmark("42"))
+      const answered = yield* TestClock.currentTimeMillis
+      yield* w4.fail(statusError(410, "Gone", "too old"))
+      yield* eventually(listCalls(kube), (lists) => lists.length === 5)
+      yield* kube.respondList(fullList("50"))
+      const w5 = yield* kube.nextWatch
+      expect(w5.options.resourceVersion).toBe("50")
+      expect(yield* TestClock.currentTimeMillis).toBe(answered)
     }))
 
   // -- rule 9 ------------------------------------------------------------------------------------
@@ -829,12 +1082,16 @@ describe("SandboxWatch", () => {
         resourceVersion: "13",
         problem: "status.phase: expected string"
       })
+      // A normal run (a floor), then a clean close: resumed at once.
+      yield* TestClock.adjust("500 millis")
       yield* w.end
       w = yield* kube.nextWatch
       expect(w.options.resourceVersion).toBe("13")
       expect((yield* watch.health).cached).toBe(1)
-      // an undecodable object in a re-list keeps its cached value too
+      // an undecodable object in a re-list keeps its cached value too; the re-list waits the
+      // back-off's second step, which the 500 above took the first of
       yield* w.emit(errorEvent(410, "Expired", "too old"))
+      yield* adjustAfterSleep(1000)
       yield* kube.respondList(
         Either.right({
           items: [],
@@ -958,6 +1215,7 @@ describe("SandboxWatch", () => {
       yield* kube.respondList(fullList("10"))
       const w1 = yield* kube.nextWatch
       yield* w1.emit(bookmark("12"), bookmark(""), added(sandbox("a", "")))
+      yield* TestClock.adjust("500 millis")
       yield* w1.end
       const w2 = yield* kube.nextWatch
       expect(w2.options.resourceVersion).toBe("12")
@@ -1274,11 +1532,12 @@ describe("SandboxWatch", () => {
       expect((yield* Metric.value(SandboxWatch.metrics.cached)).value).toBe(2)
     }))
 
-  // Live clock: TestClock lists every idle-timeout sleep ever registered, which would make 10,000
-  // rounds quadratic. Nothing here waits on time.
+  // Not the TestClock: it lists every idle-timeout sleep ever registered, which would make 10,000
+  // rounds quadratic. A clock on which a second passes at every read instead: each watch runs
+  // longer than a floor, so a clean close resumes at once (rule 3), and nothing waits on time.
   it.live("10,000 reconnects leave no growth in subscribers, open watches or fibers", () =>
     Effect.gen(function*() {
-      const { kube, liveFibers, watch } = yield* start()
+      const { kube, liveFibers, watch } = yield* Effect.withClock(start(), secondPerReadClock())
       yield* kube.respondList(fullList("10", sandbox("a", "1")))
       const a = yield* subscribe(watch.changes("a"))
       yield* eventually(a.told, (t) => t.length === 1)
