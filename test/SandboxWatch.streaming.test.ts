@@ -98,6 +98,8 @@ describe("SandboxWatch streaming lists", () => {
       const w = yield* kube.nextWatch
       yield* w.emit(added(sandbox("a", "7")), endBookmark("9"), bookmark("12"))
       yield* watch.synced
+      // A normal run (a floor) before the server closes it: resumed at once, not after rule 3's beat.
+      yield* TestClock.adjust("500 millis")
       yield* w.end
       const resumed = yield* kube.nextWatch
       expect(resumed.options).toEqual({
@@ -156,7 +158,7 @@ describe("SandboxWatch streaming lists", () => {
       yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), endBookmark("9"))
       yield* watch.synced
       yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
-      // Nothing heard since the end bookmark, but the first re-list since then: at once (rule 5).
+      // The first re-list since the back-off was last forgotten: at once (rule 5).
       const relist = yield* kube.nextWatch
       expect(relist.options).toEqual(streamingOptions)
       const b = yield* subscribe(watch.changes("b"))
@@ -307,14 +309,19 @@ describe("SandboxWatch streaming lists", () => {
       yield* first.emit(added(sandbox("b", "8")))
       yield* TestClock.adjust(Duration.seconds(1))
       yield* first.end
-      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      // The back-off's first step (rule 17: after the back-off). (The first watch's idle timer, 30 s
+      // away, is still listed by TestClock: look nearer.)
+      expect(yield* nextPause(20_000)).toBe(500)
+      yield* TestClock.adjust("500 millis")
       const longer = yield* kube.nextWatch
       expect(longer.options).toEqual({ ...streamingOptions, timeoutSeconds: 480, idleTimeout: Duration.seconds(510) })
       yield* longer.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), endBookmark("9"))
       yield* watch.synced
-      // Once landed, a later streaming list asks for the setting's term again (rule 5: the first
-      // re-list since the watch heard something goes at once).
+      // Once landed, a later streaming list asks for the setting's term again. It waits the
+      // back-off's second step (rule 5: the count is shared; the term's end took the first).
       yield* longer.emit(errorEvent(410, "Expired", "too old resource version"))
+      expect(yield* nextPause(20_000)).toBe(1000)
+      yield* TestClock.adjust("1 second")
       const relist = yield* kube.nextWatch
       expect(relist.options).toEqual(streamingOptions)
     }))
