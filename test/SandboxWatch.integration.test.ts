@@ -62,7 +62,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
       })
     ))
 
-  it.scoped("a watch the server closes resumes from the last resourceVersion, with no re-list", () =>
+  it.scoped("a watch the server closes after a normal run resumes at once from the last resourceVersion, with no re-list", () =>
     provideCluster()(
       Effect.gen(function*() {
         const { server, watch } = yield* cluster(["s1"])
@@ -70,6 +70,8 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
         yield* s1.awaitTold(2)
         const rv = yield* server.resourceVersion
+        // The watch ran a floor (500 ms) before the close: no beat (rule 3), and the clock stands after.
+        yield* TestClock.adjust("500 millis")
         yield* server.closeWatches
         const watches = yield* server.awaitRequests(2, "watch")
         expect(watches[1]?.query.resourceVersion).toBe(rv)
@@ -93,12 +95,13 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         yield* server.mergePatch("keep", { metadata: { annotations: { touched: "yes" } } })
         yield* server.restart
         yield* server.delete("goes")
-        // The restart closed a watch that had said nothing: one floor before asking again.
+        // The restart closed a watch that had said nothing: the back-off's first step (rule 8).
         expect(yield* passNextPause()).toBe(500)
-        // The resume meets an expired resourceVersion: HTTP 200 then ERROR 410. The first answer
-        // since the restart, and the first re-list since a watch heard something: at once (rule 5).
+        // The resume meets an expired resourceVersion: HTTP 200 then ERROR 410. The re-list waits
+        // the back-off's second step: the silent close took the first (rules 5 and 8 share one count).
         const [, resumed] = yield* server.awaitRequests(2, "watch")
         expect(resumed?.query.resourceVersion).toBe("3")
+        expect(yield* passNextPause()).toBe(1000)
         yield* server.awaitRequests(2, "list")
         yield* server.awaitOpenWatches(1)
         expect(yield* goes.awaitTold(2)).toEqual(["goes:Pending", "gone"])
@@ -120,11 +123,15 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         yield* s1.awaitTold(1)
         let watches = 1
         let noise = 0
-        /** A change to another Sandbox: the open watch has said something (no silent-close pause). */
+        /**
+         * A change to another Sandbox, then a floor's run: the open watch has said something (no
+         * silent-close pause) and has not closed at once (no beat, rule 3).
+         */
         const hearSomething = Effect.gen(function*() {
           noise += 1
           yield* server.mergePatch("noise", { status: { phase: `P${noise}` } }, { subresource: "status" })
           yield* eventually(watch.get("noise"), (n) => Option.isSome(n) && n.value.status?.phase === `P${noise}`)
+          yield* TestClock.adjust("500 millis")
         })
         const rideThrough = (fault: Effect.Effect<void>, expectedPause: number | "none") =>
           Effect.gen(function*() {
@@ -139,13 +146,16 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         const failWatch = (kind: SimulatedApiServer.FaultKind) =>
           Effect.zipRight(server.failNext(1, kind, { verbs: ["watch"], retryAfterSeconds: 2 }), server.closeWatches)
 
-        // Each fault follows a healthy stream, so each back-off starts again from the floor.
+        // Each fault follows a watch that heard something, which resets nothing: the answered
+        // failures share one count, growing (the 429 waits its Retry-After, longer than the floor).
         yield* rideThrough(failWatch("TooManyRequests"), 2000)
-        yield* rideThrough(failWatch("InternalError"), 500)
-        yield* rideThrough(failWatch("BadGatewayHtml"), 500)
-        yield* rideThrough(server.writeMalformedLine(), 500)
+        yield* rideThrough(failWatch("InternalError"), 1000)
+        yield* rideThrough(failWatch("BadGatewayHtml"), 2000)
+        yield* rideThrough(server.writeMalformedLine(), 4000)
+        // A connection cut mid-watch (half a line, then the socket dies; a reset) is the reconnect
+        // pace, a row of its own: from the floor, doubling to reconnectCap.
         yield* rideThrough(server.writeTruncatedLine, 500)
-        yield* rideThrough(server.dropConnections, 500)
+        yield* rideThrough(server.dropConnections, 1000)
         expect(yield* s1.told).toEqual(["s1:Pending"])
         expect(yield* s2.told).toEqual(["s2:Pending"])
         expect((yield* watch.snapshot).size).toBe(3)
@@ -156,17 +166,18 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
       })
     ))
 
-  it.scoped("a watch cache that warms (429 \"storage is (re)initializing\", Retry-After 1) is waited out: at start one list a Retry-After, unsynced till then; under a synced watch, resumed with no re-list and nothing told", () =>
+  it.scoped("a watch cache that warms (429 \"storage is (re)initializing\", Retry-After 1) is waited out: at start each list waits the Retry-After or the growing back-off, unsynced till then; under a synced watch, resumed with no re-list and nothing told", () =>
     provideCluster()(
       Effect.gen(function*() {
         const server = yield* SimulatedApiServer.SimulatedApiServer
         yield* server.create(sandboxObject("s1"))
         yield* server.failNext(3, "StorageInitializing", { verbs: ["list", "watch"], retryAfterSeconds: 1 })
         const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged" })
-        for (let refused = 1; refused <= 3; refused++) {
-          yield* server.awaitRequests(refused, "list")
+        // The Retry-After (1 s) while it is longer than the back-off (0.5, 1, 2 s: rule 6).
+        for (const [i, pause] of [1000, 1000, 2000].entries()) {
+          yield* server.awaitRequests(i + 1, "list")
           expect((yield* watch.health).synced).toBe(false)
-          expect(yield* passNextPause()).toBe(1000)
+          expect(yield* passNextPause()).toBe(pause)
         }
         yield* watch.synced
         expect((yield* server.requestsOf("list")).length).toBe(4)
@@ -180,9 +191,9 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         const pauses: Array<number> = []
         while ((yield* server.requestsOf("watch")).length < 4) pauses.push(yield* passNextPause())
         yield* server.awaitOpenWatches(1)
-        // The closed watch's floor, then the two refusals, each waited at least its Retry-After.
-        expect(pauses.slice(1).every((p) => p >= 1000)).toBe(true)
-        expect(pauses.length).toBe(3)
+        // The closed watch had said nothing (rule 8), then the two refusals: the back-off goes on
+        // from where the start left it, nothing between having reset it.
+        expect(pauses).toEqual([4000, 8000, 16000])
         const health = yield* watch.health
         expect([health.synced, health.relists, (yield* server.requestsOf("list")).length]).toEqual([true, 0, 4])
         yield* server.mergePatch("s1", { status: { phase: "Ready" } }, { subresource: "status" })
@@ -198,12 +209,13 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         yield* s1.awaitTold(1)
         yield* server.forbid("watch")
         yield* server.closeWatches
-        // the closed watch had said nothing: one floor; then 403 twice: the back-off doubles
+        // the closed watch had said nothing: the back-off's first step (rule 8); then 403 twice: it
+        // doubles on
         expect(yield* passNextPause()).toBe(500)
         yield* server.awaitRequests(2, "watch")
-        expect(yield* passNextPause()).toBe(500)
-        yield* server.awaitRequests(3, "watch")
         expect(yield* passNextPause()).toBe(1000)
+        yield* server.awaitRequests(3, "watch")
+        expect(yield* passNextPause()).toBe(2000)
         yield* server.allow()
         yield* passNextPause()
         yield* server.awaitOpenWatches(1)
@@ -250,7 +262,7 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
       // The server rotates the token; the open watch ends, and the resume meets a 401.
       yield* server.setToken("token-generation-1")
       yield* server.closeWatches
-      yield* passNextPause() // the closed watch had said nothing: one floor
+      yield* passNextPause() // the closed watch had said nothing: the back-off's first step
       yield* server.awaitRequests(3) // list, watch, the resume that got the 401
       expect(yield* Ref.get(generation)).toBe(1)
       yield* passNextPause() // the 401's back-off
