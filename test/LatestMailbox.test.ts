@@ -155,4 +155,25 @@ describe("LatestMailbox", () => {
         }
       }
     }))
+
+  it.effect("a wake left by an abandoned wait does not end a later wait with nothing taken", () =>
+    Effect.gen(function*() {
+      for (const keys of kinds) {
+        const mailbox = new LatestMailbox<string, number>(keys)
+        const abandoned = yield* Effect.fork(mailbox.takeAll)
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(abandoned)
+        // Stored while the abandoned wait's wake is set; the reader takes it before the wake is called.
+        expect(mailbox.store("a", 1)).toBe(true)
+        expect(Chunk.toReadonlyArray(yield* mailbox.takeAll)).toEqual([["a", 1]])
+        const waiting = yield* Effect.fork(mailbox.takeAll)
+        yield* Effect.yieldNow()
+        mailbox.wakeReader()
+        yield* untilDone(waiting, 10)
+        // Nothing was put since the take: the wait goes on, and hears the next put.
+        expect([keys, waiting.unsafePoll()]).toEqual([keys, null])
+        mailbox.put("b", 2)
+        expect(Chunk.toReadonlyArray(yield* Fiber.join(waiting))).toEqual([["b", 2]])
+      }
+    }))
 })

@@ -67,10 +67,14 @@ export class LatestMailbox<K, V> {
     return this.pending === undefined ? this.holding : this.pending.size > 0
   }
 
-  /** Wakes a reader waiting for a put, if one is. */
+  /**
+   * Wakes a reader waiting for a put, if one is and something is pending: a wake that an abandoned
+   * wait left set can come after the reader took what it was for, and must not end the reader's
+   * next wait with nothing.
+   */
   wakeReader(): void {
     const wake = this.wake
-    if (wake !== undefined) {
+    if (wake !== undefined && this.hasPending) {
       this.wake = undefined
       wake()
     }
