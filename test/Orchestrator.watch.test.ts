@@ -4,7 +4,7 @@
  * to a wait. Time is TestClock's.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Exit, Fiber, Ref, Stream, TestClock } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Fiber, Ref, Stream, TestClock } from "effect"
 import * as Orchestrator from "../src/Orchestrator.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
@@ -174,5 +174,42 @@ describe("Orchestrator through the real watch", () => {
       yield* w.emit(modified(sandbox("c", "8", "Ready")))
       const got = yield* Fiber.join(ready)
       expect(got.metadata.resourceVersion).toBe("8")
+    }))
+
+  it.scoped("awaitReady hears a quiet Sandbox's Ready that lands while the wait is between looking and sleeping, at every op budget", () =>
+    Effect.gen(function*() {
+      // A wait looks in its mailbox, finds nothing, then registers to be woken. A Ready told between
+      // the two once found nobody to wake; the Sandbox said nothing more, so the wait slept until
+      // its timeout and failed SandboxNotReady, "phase Pending". Only the wait's op budget running
+      // out makes its fiber yield there, so this sweeps the budget (with the Ready sent at once or
+      // after a yield): one Sandbox per case, all on one watch. (Budgets under about 11 can stall a
+      // forked fiber outright in effect 3.22's run loop.)
+      const { kube, orchestrator, watch } = yield* start
+      const cases = [0, 1].flatMap((lead) => Array.from({ length: 38 }, (_, i) => ({ lead, budget: 11 + i })))
+      const nameOf = (c: { readonly lead: number; readonly budget: number }) => `s-${c.lead}-${c.budget}`
+      yield* kube.respondList(fullList("10", ...cases.map((c) => sandbox(nameOf(c), "5", "Pending"))))
+      const w = yield* kube.nextWatch
+      yield* watch.synced
+      const waits: Array<readonly [string, Fiber.RuntimeFiber<Sandbox, unknown>]> = []
+      let resourceVersion = 10
+      for (const c of cases) {
+        const wait = yield* Effect.withMaxOpsBeforeYield(
+          Effect.fork(orchestrator.awaitReady(nameOf(c), { timeout: "1 minute" })),
+          c.budget
+        )
+        for (let i = 0; i < c.lead; i++) yield* Effect.yieldNow()
+        yield* w.emit(modified(sandbox(nameOf(c), String(++resourceVersion), "Ready")))
+        for (let i = 0; i < 100 && wait.unsafePoll() === null; i++) yield* Effect.yieldNow()
+        waits.push([`budget ${c.budget}, lead ${c.lead}`, wait])
+      }
+      // The waits' timeout: a wait still asleep now fails.
+      yield* TestClock.adjust("1 minute")
+      const failed: Array<string> = []
+      for (const [label, wait] of waits) {
+        const exit = yield* Fiber.await(wait)
+        if (Exit.isFailure(exit)) failed.push(`${label}: ${Cause.squash(exit.cause)}`)
+        else expect(exit.value.status?.phase).toBe("Ready")
+      }
+      expect(failed).toEqual([])
     }))
 })

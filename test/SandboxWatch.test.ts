@@ -895,6 +895,41 @@ describe("SandboxWatch", () => {
       expect(yield* nobody.told).toEqual(["gone"])
     }))
 
+  it.scoped("a subscriber of a quiet name hears a change that lands while it is between looking and sleeping, at every op budget", () =>
+    Effect.gen(function*() {
+      // A subscriber looks in its mailbox, finds nothing, then registers to be woken. A change told
+      // between the two once found nobody to wake, and with nothing more said of the name the
+      // subscriber stayed on the old value. Only its op budget running out makes its fiber yield
+      // there, so this sweeps the budget: one name per case, all on one watch. (A stream read with a
+      // budget under about 27 ops stalls outright in effect 3.22, fix or no fix; from 28 up, a woken
+      // subscriber has its change within about 50 rounds.)
+      const { kube, watch } = yield* start()
+      const budgets = Array.from({ length: 33 }, (_, i) => 28 + i)
+      yield* kube.respondList(fullList("10", ...budgets.map((budget) => sandbox(`s-${budget}`, "5", "Pending"))))
+      const w = yield* kube.nextWatch
+      yield* watch.synced
+      const stale: Array<string> = []
+      let resourceVersion = 10
+      for (const budget of budgets) {
+        const name = `s-${budget}`
+        const subscriber = yield* Effect.withMaxOpsBeforeYield(
+          Effect.fork(Stream.runCollect(Stream.take(watch.changes(name), 2))),
+          budget
+        )
+        yield* w.emit(modified(sandbox(name, String(++resourceVersion), "Ready")))
+        for (let i = 0; i < 300 && subscriber.unsafePoll() === null; i++) yield* Effect.yieldNow()
+        if (subscriber.unsafePoll() === null) {
+          stale.push(`budget ${budget}`)
+          yield* Fiber.interrupt(subscriber)
+        } else {
+          const told = Chunk.toReadonlyArray(yield* Fiber.join(subscriber)).map(describeTold)
+          expect(told).toEqual([`${name}@5:Pending`, `${name}@${resourceVersion}:Ready`])
+        }
+      }
+      // Each names a subscriber still on Pending with Ready in its mailbox.
+      expect(stale).toEqual([])
+    }))
+
   it.scoped("waitFor steps through the first list and each change until it answers, then lets go", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start()

@@ -67,10 +67,14 @@ export class LatestMailbox<K, V> {
     return this.pending === undefined ? this.holding : this.pending.size > 0
   }
 
-  /** Wakes a reader waiting for a put, if one is. */
+  /**
+   * Wakes a reader waiting for a put, if one is and something is pending: a wake that an abandoned
+   * wait left set can come after the reader took what it was for, and must not end the reader's
+   * next wait with nothing.
+   */
   wakeReader(): void {
     const wake = this.wake
-    if (wake !== undefined) {
+    if (wake !== undefined && this.hasPending) {
       this.wake = undefined
       wake()
     }
@@ -97,6 +101,11 @@ export class LatestMailbox<K, V> {
       waiting?.(drainNow)
     }
     const waitForPut = Effect.async<Chunk.Chunk<A>>((resumeWait) => {
+      // Looked at again in the step that sets the wake: the fiber can yield between the first look
+      // (below) and this step (its op budget ran out), and a put in between found no wake to call,
+      // leaving the reader asleep until the next put (for a quiet name, none). Resumed with
+      // `drainNow`, not a chunk drained here: a reader interrupted before it runs leaves it pending.
+      if (this.hasPending) return resumeWait(drainNow)
       // No canceller (`Effect.async` would wrap it in an interrupt handler on every wait): a reader
       // interrupted while waiting leaves a wake that the next wait replaces, or that a `put` calls
       // into a fiber no longer listening; either way nothing pending is lost, it stays for the next
@@ -104,6 +113,7 @@ export class LatestMailbox<K, V> {
       resume = resumeWait
       this.wake = wake
     })
+    // This first look spares a take with something pending the wait's machinery.
     return Effect.suspend(() => this.hasPending ? drainNow : waitForPut)
   }
 
