@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as Credentials from "./internal/credentials.ts"
 import * as KubeConfigFile from "./internal/kubeconfigFile.ts"
 import { proxyUrlProblem } from "./internal/proxy.ts"
+import { withoutUserInfo } from "./internal/urlUserInfo.ts"
 
 /** TLS material for the connection, already read from files or decoded from `-data` fields. */
 export interface ClusterTls {
@@ -24,7 +25,10 @@ export interface ClusterTls {
 
 /** A resolved cluster: the one value `KubeClient` needs. */
 export interface ClusterConnection {
-  /** `https://host:port` (or `http://` for a loopback simulator), no trailing slash. */
+  /**
+   * `https://host:port` (or `http://` for a loopback simulator), no trailing slash. Shown in
+   * messages without any user info (`internal/urlUserInfo.ts`); none is ever sent.
+   */
   readonly server: string
   /** The context's namespace, or the service account's. */
   readonly namespace: Option.Option<string>
@@ -54,14 +58,17 @@ export class KubeConfigError extends Data.TaggedError("KubeConfigError")<{
 
 export class KubeConfig extends Context.Tag("sandbox-watch/KubeConfig")<KubeConfig, ClusterConnection>() {}
 
-/** A fixed connection: a loopback simulator, a test. */
+/**
+ * A fixed connection: a loopback simulator, a test. A user name or password in `server` is
+ * dropped: never sent (only `token` is), never shown.
+ */
 export const layerStatic = (options: {
   readonly server: string
   readonly token?: string
   readonly namespace?: string
 }): Layer.Layer<KubeConfig> =>
   Layer.succeed(KubeConfig, {
-    server: options.server.replace(/\/+$/, ""),
+    server: withoutUserInfo(options.server).replace(/\/+$/, ""),
     namespace: Option.fromNullable(options.namespace),
     tls: {
       ca: Option.none(),
@@ -74,7 +81,7 @@ export const layerStatic = (options: {
       options.token === undefined ? Option.none() : Option.some(Redacted.make(`Bearer ${options.token}`))
     ),
     invalidate: Effect.void,
-    source: `static ${options.server}`
+    source: `static ${withoutUserInfo(options.server)}`
   })
 
 /**
@@ -217,6 +224,9 @@ const merge = (loaded: ReadonlyArray<Loaded>): Either.Either<Merged, KubeConfigE
   return Either.right({ files: loaded.map((l) => l.file), currentContext, clusters, contexts, users })
 }
 
+/** What a kubeconfig that names nothing (an empty file, `clusters: []`) is said to be, wherever it was named. */
+const NothingInIt = "no clusters, contexts or users in it"
+
 const isEmpty = (merged: Merged): boolean =>
   Option.isNone(merged.currentContext) &&
   merged.clusters.size === 0 &&
@@ -269,16 +279,36 @@ const pem = (
 const resolveIn = (path: Path.Path, kubeconfig: string, file: string): string =>
   path.isAbsolute(file) ? file : path.resolve(path.dirname(kubeconfig), file)
 
-/** `host:6443` means `https://host:6443`, as in kubectl; no trailing slash. */
+/**
+ * `host:6443` means `https://host:6443`, as in kubectl; no trailing slash. A user name or password
+ * in it is refused: kubectl would send them as basic auth in place of the user's token (Go's HTTP
+ * client does so for a URL with user info, and client-go's bearer token then steps aside), which
+ * kube-apiserver has not accepted since 1.19, and `users[].user.username`/`password` are refused
+ * here for the same reason. Every problem shows the server without them.
+ */
 const normalizeServer = (server: string): Either.Either<string, string> => {
   const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(server) ? server : `https://${server}`
+  const shown = withoutUserInfo(withScheme).replace(/\/+$/, "")
+  let url: URL
   try {
-    const url = new URL(withScheme)
-    if (url.protocol !== "https:" && url.protocol !== "http:") {
-      return Either.left(`server ${server} should be an https:// (or http://) URL`)
-    }
+    url = new URL(withScheme)
   } catch {
-    return Either.left(`server ${server} is not a URL`)
+    // A password with a `/` in it breaks the URL where no pattern can find where it ends.
+    return Either.left(
+      server.includes("@")
+        ? "server is not a URL (not shown: it has an @, perhaps a password in it)"
+        : `server ${server} is not a URL`
+    )
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    return Either.left(`server ${shown} should be an https:// (or http://) URL`)
+  }
+  if (url.username !== "" || url.password !== "") {
+    return Either.left(
+      `its server URL carries a user name${url.password === "" ? "" : " and password"}; basic auth is not ` +
+        `supported (kube-apiserver removed it in 1.19): write the server as ${shown}, and sign in with the ` +
+        "user's token, client certificate or exec plugin"
+    )
   }
   return Either.right(withScheme.replace(/\/+$/, ""))
 }
@@ -640,7 +670,7 @@ export const inCluster = (
 
 /**
  * Resolve the cluster as kubectl does; the first that applies wins:
- * 1. `options.path` (with `options.context`): that file alone, which must exist;
+ * 1. `options.path` (with `options.context`): that file alone, which must exist and name something;
  * 2. `KUBECONFIG`: its files merged, the first to name an entry (or set `current-context`) winning,
  *    missing files skipped — when it is set, `~/.kube/config` is not read (as in kubectl);
  * 3. `~/.kube/config`;
@@ -668,7 +698,10 @@ export const resolve = (
       const file = path.resolve(options.path)
       const loaded = yield* loadFile(fs, file)
       if (Option.isNone(loaded)) return yield* kubeconfigError(file, "does not exist")
-      return yield* connect(services, yield* fromFiles([loaded.value]), options.context)
+      const merged = yield* fromFiles([loaded.value])
+      // Said as KUBECONFIG's empty file is, not as a context to pick among none.
+      if (isEmpty(merged)) return yield* kubeconfigError(file, NothingInIt)
+      return yield* connect(services, merged, options.context)
     }
 
     const looked: Array<string> = []
@@ -682,7 +715,7 @@ export const resolve = (
       looked.push(
         loaded.length === 0
           ? `KUBECONFIG=${files.join(delimiter)} (no such file)`
-          : `KUBECONFIG=${files.join(delimiter)} (no clusters, contexts or users in it)`
+          : `KUBECONFIG=${files.join(delimiter)} (${NothingInIt})`
       )
     } else {
       const home = options.home ?? env["HOME"] ?? os.homedir()
@@ -693,7 +726,7 @@ export const resolve = (
         const merged = yield* fromFiles([loaded.value])
         if (!isEmpty(merged)) return yield* connect(services, merged, options.context)
       }
-      looked.push(`${file} (${Option.isSome(loaded) ? "no clusters, contexts or users in it" : "no such file"})`)
+      looked.push(`${file} (${Option.isSome(loaded) ? NothingInIt : "no such file"})`)
     }
 
     return yield* inClusterWith(fs, path, options).pipe(

@@ -60,6 +60,11 @@ export interface SandboxWatchHealth {
   readonly synced: boolean
   /** Epoch milliseconds of the last list, event or bookmark; none before the first answer. */
   readonly lastHeard: Option.Option<number>
+  /**
+   * The server has answered since the watch started: a list, an event, a close, or a failure it
+   * sent back (a 403, a 500). False while no request got an answer (refused, reset, timed out).
+   */
+  readonly answered: boolean
   /** Lists after the first one (an expired resourceVersion, an ERROR event, ...). */
   readonly relists: number
   readonly watchRestarts: number
@@ -268,6 +273,7 @@ const healthOf = (
     return {
       synced: current.synced,
       lastHeard: Option.fromNullable(counts.lastHeard),
+      answered: counts.answered,
       relists: counts.relists,
       watchRestarts: counts.watchRestarts,
       cached: current.objects.size,

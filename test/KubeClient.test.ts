@@ -756,6 +756,44 @@ describe("KubeClient failures", () => {
         expect(Object.values(error).map(String).join(" ")).not.toContain(Token)
       }
     }))
+
+  it.scoped("a user name and password in a connection's server URL are never sent, and never said", () =>
+    Effect.gen(function*() {
+      const Password = "s3cretPW-in-the-url"
+      /** A connection as a library user may build one, past KubeConfig's refusal. */
+      const withUserInfo = (url: string) =>
+        KubeClient.make().pipe(
+          Effect.provide(
+            Layer.effect(
+              KubeConfig.KubeConfig,
+              Effect.map(KubeConfig.KubeConfig, (plain) => ({
+                ...plain,
+                server: url.replace("//", `//admin:${Password}@`)
+              }))
+            ).pipe(Layer.provide(KubeConfig.layerStatic({ server: url, token: Token })))
+          )
+        )
+      // A port that was free a moment ago and is closed now.
+      const closed = yield* Effect.scoped(listen(http.createServer(), "http"))
+      const refused = yield* failure((yield* withUserInfo(closed)).list(SandboxResource, Sandbox, { namespace: "ns" }))
+      expect(refused.message).toBe(
+        `GET ${Collection} to ${closed} got no answer: connect ECONNREFUSED 127.0.0.1:${new URL(closed).port}`
+      )
+      const fx = yield* fixture((_req, res, seen) =>
+        seen.query.watch === "1" ? res.destroy() : sendText(res, 500, "text/html", "<html><title>down</title></html>")
+      )
+      const client = yield* withUserInfo(fx.url)
+      const answered = yield* failure(client.list(SandboxResource, Sandbox, { namespace: "ns" }))
+      const dropped = (yield* watchFailure(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))).error
+      expect(answered._tag).toBe("KubeStatusError")
+      expect(dropped.message).toContain(` to ${fx.url} got no answer`)
+      // The server heard the bearer token only, never the URL's user and password.
+      expect(fx.seen.map((s) => s.headers.authorization)).toEqual([`Bearer ${Token}`, `Bearer ${Token}`])
+      for (const error of [refused, answered, dropped]) {
+        expect(JSON.stringify(error)).not.toContain(Password)
+        expect(String(error)).not.toContain(Password)
+      }
+    }))
 })
 
 // -------------------------------------------------------------------------------------------------

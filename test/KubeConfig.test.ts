@@ -294,6 +294,68 @@ describe("KubeConfig.resolve: contexts, clusters, users", () => {
   )
 
   it.scoped(
+    "refuses a user name or password in the server's URL, and shows the server without them",
+    inSandbox((t) =>
+      Effect.gen(function*() {
+        const Password = "s3cretPW"
+        const file = yield* t.write(
+          "config",
+          kubeconfig({
+            clusters: {
+              both: simpleCluster(`https://admin:${Password}@kube.example:6443/`),
+              name: simpleCluster(`https://${Password}@kube.example:6443`),
+              bare: simpleCluster(`admin:${Password}@kube.example:6443`),
+              broken: simpleCluster(`https://admin:${Password}/x@kube.example:6443`)
+            },
+            contexts: {
+              both: { cluster: "both", user: "u" },
+              name: { cluster: "name", user: "u" },
+              bare: { cluster: "bare", user: "u" },
+              broken: { cluster: "broken", user: "u" }
+            },
+            users: { u: { token: "a-token-for-this-test" } }
+          })
+        )
+        const message = (context: string) =>
+          Effect.flip(KubeConfig.resolve({ ...t.isolated, path: file, context })).pipe(Effect.map((e) => e.message))
+        const refused = (cluster: string, what: string) =>
+          `kubeconfig ${file}: cluster "${cluster}": its server URL carries ${what}; basic auth is not supported ` +
+          "(kube-apiserver removed it in 1.19): write the server as https://kube.example:6443, and sign in " +
+          "with the user's token, client certificate or exec plugin"
+        expect(yield* message("both")).toBe(refused("both", "a user name and password"))
+        expect(yield* message("name")).toBe(refused("name", "a user name"))
+        expect(yield* message("bare")).toBe(refused("bare", "a user name and password"))
+        expect(yield* message("broken")).toBe(
+          `kubeconfig ${file}: cluster "broken": server is not a URL (not shown: it has an @, perhaps a password in it)`
+        )
+        for (const context of ["both", "name", "bare", "broken"]) {
+          expect(yield* message(context)).not.toContain(Password)
+        }
+      })
+    )
+  )
+
+  it.effect("layerStatic drops a user name and password from the server: never sent, never shown", () =>
+    Effect.gen(function*() {
+      const connection = yield* KubeConfig.KubeConfig
+      expect(connection.server).toBe("http://127.0.0.1:8080")
+      expect(connection.source).toBe("static http://127.0.0.1:8080/")
+    }).pipe(Effect.provide(KubeConfig.layerStatic({ server: "http://admin:s3cretPW@127.0.0.1:8080/" }))))
+
+  it.scoped(
+    "an empty file named explicitly says it holds nothing, as KUBECONFIG's does",
+    inSandbox((t) =>
+      Effect.gen(function*() {
+        const file = yield* t.write("empty", "")
+        const error = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, path: file, context: "any" }))
+        expect(error.message).toBe(`kubeconfig ${file}: no clusters, contexts or users in it`)
+        const viaEnv = yield* Effect.flip(KubeConfig.resolve({ ...t.isolated, env: { KUBECONFIG: file } }))
+        expect(viaEnv.message).toContain(`KUBECONFIG=${file} (no clusters, contexts or users in it)`)
+      })
+    )
+  )
+
+  it.scoped(
     "reads CA, client certificate and key from -data fields and from files; -data wins",
     inSandbox((t) =>
       Effect.gen(function*() {

@@ -1339,6 +1339,25 @@ describe("SandboxWatch", () => {
       expect((yield* watch.health).synced).toBe(true)
     }))
 
+  it.scoped("health.answered: false while no request got an answer, true from the first the server answered, even a failure", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      expect((yield* watch.health).answered).toBe(false)
+      for (let i = 0; i < 3; i++) {
+        yield* kube.respondList(Either.left(transportError("connect ECONNREFUSED 127.0.0.1:1")))
+        yield* TestClock.adjust(yield* nextPause())
+        expect((yield* watch.health).answered).toBe(false)
+      }
+      yield* kube.respondList(Either.left(statusError(403, "Forbidden", "sandboxes is forbidden")))
+      yield* TestClock.adjust(yield* nextPause())
+      expect((yield* watch.health).answered).toBe(true)
+      // Kept once true: an outage later is not "never answered".
+      yield* kube.respondList(Either.left(transportError()))
+      yield* TestClock.adjust(yield* nextPause())
+      expect((yield* watch.health).answered).toBe(true)
+      expect((yield* watch.health).synced).toBe(false)
+    }))
+
   it.scoped("synced's waiters run before the first list's log line is written", () =>
     Effect.gen(function*() {
       const logs = yield* captureLogs

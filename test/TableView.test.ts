@@ -7,6 +7,7 @@ const at = 1_000_000
 const health = {
   synced: true,
   lastHeard: Option.some(at - 3_000),
+  answered: true,
   relists: 2,
   watchRestarts: 1,
   cached: 3,

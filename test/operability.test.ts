@@ -181,6 +181,7 @@ describe("Telemetry.readiness", () => {
   const health = (synced: boolean, lastHeard: Option.Option<number>): SandboxWatch.SandboxWatchHealth => ({
     synced,
     lastHeard,
+    answered: Option.isSome(lastHeard),
     relists: 0,
     watchRestarts: 0,
     cached: 0,

@@ -644,3 +644,192 @@ describe("sandbox-watch --help", () => {
     ProcessTimeout
   )
 })
+
+describe("sandbox-watch's messages a person can act on", () => {
+  /** The program with `args` (and `env`, HOME a fresh directory), run to its exit: what it said. */
+  const ran = (
+    args: (dir: string) => ReadonlyArray<string>,
+    env: (dir: string) => Record<string, string> = (dir) => ({ HOME: dir })
+  ) =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const program = yield* Program.start(args(dir), env(dir))
+      const exited = yield* program.exited
+      return { exited, stdout: yield* program.stdout, stderr: yield* program.stderr, dir }
+    })
+
+  it.scopedLive(
+    "a value that is not one of a flag's choices names the flag and the choices: exit 2",
+    () =>
+      Effect.gen(function*() {
+        for (
+          const [args, said] of [
+            [["--output", "yaml"], `--output "yaml": must be table or ndjson`],
+            [["-o", "yaml"], `--output "yaml": must be table or ndjson`],
+            [["--log-format", "xml"], `--log-format "xml": must be text, json or logfmt`],
+            [["--list-mode", "pages"], `--list-mode "pages": must be auto, stream or paged`],
+            [
+              ["--log-level", "loud"],
+              `--log-level "loud": must be trace, debug, info, warning, error, fatal or none`
+            ]
+          ] as const
+        ) {
+          const { exited, stderr, stdout } = yield* ran(() => ["--demo", ...args])
+          expect(exited.code).toBe(2)
+          expect(stdout).toStrictEqual([])
+          expect(stderr).toStrictEqual([`sandbox-watch: ${said}; see sandbox-watch --help`])
+        }
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "a flag that takes a value, given none, says its value is missing: exit 2",
+    () =>
+      Effect.gen(function*() {
+        for (
+          const [args, said] of [
+            [["--demo", "--namespace"], "--namespace needs a value (name), and none was given"],
+            [["--demo", "-n"], "--namespace needs a value (name), and none was given"],
+            [["--demo", "--output"], "--output needs a value (table | ndjson), and none was given"],
+            [["--kubeconfig", "--demo"], "--kubeconfig needs a value (file), and --demo is a flag"],
+            [["--demo", "--metrics-address="], "--metrics-address needs a value (host:port), and none was given"],
+            [
+              ["--demo", "--log-level"],
+              "--log-level needs a value (trace | debug | info | warning | error | fatal | none), and none was given"
+            ]
+          ] as const
+        ) {
+          const { exited, stderr, stdout } = yield* ran(() => args)
+          expect(exited.code).toBe(2)
+          expect(stdout).toStrictEqual([])
+          expect(stderr).toStrictEqual([`sandbox-watch: ${said}; see sandbox-watch --help`])
+        }
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "an empty kubeconfig says it holds no clusters, contexts or users, named by --kubeconfig or by KUBECONFIG",
+    () =>
+      Effect.gen(function*() {
+        const named = yield* ran((dir) => {
+          writeFileSync(join(dir, "empty"), "")
+          return ["--output", "ndjson", "--kubeconfig", join(dir, "empty")]
+        })
+        expect(named.exited.code).toBe(1)
+        expect(named.stderr).toStrictEqual([
+          `sandbox-watch: kubeconfig ${join(named.dir, "empty")}: no clusters, contexts or users in it`
+        ])
+        const fromEnv = yield* ran(() => ["--output", "ndjson"], (dir) => {
+          writeFileSync(join(dir, "empty"), "")
+          return { HOME: dir, KUBECONFIG: join(dir, "empty") }
+        })
+        expect(fromEnv.exited.code).toBe(1)
+        expect(fromEnv.stderr).toHaveLength(1)
+        expect(fromEnv.stderr[0]).toContain(
+          `KUBECONFIG=${join(fromEnv.dir, "empty")} (no clusters, contexts or users in it)`
+        )
+      }),
+    ProcessTimeout
+  )
+
+  it("every flag that takes a value is checked for one; a switch, a value and what follows `--` are not", () => {
+    const valued = Object.values<Usage.FlagDoc>(Usage.Flags).filter((doc) => doc.value !== undefined)
+    expect(valued.map((doc) => doc.name)).toContain("max-list-items")
+    for (const doc of valued) {
+      const needs = `--${doc.name} needs a value (${doc.value})`
+      expect(Usage.missingValue(["--demo", `--${doc.name}`])).toBe(`${needs}, and none was given`)
+      expect(Usage.missingValue([`--${doc.name}=`, "--demo"])).toBe(`${needs}, and none was given`)
+      expect(Usage.missingValue([`--${doc.name}`, "--demo"])).toBe(`${needs}, and --demo is a flag`)
+      expect(Usage.missingValue([`--${doc.name}`, "--context=prod"])).toBe(`${needs}, and --context=prod is a flag`)
+      expect(Usage.missingValue([`--${doc.name}`, "x", "--demo"])).toBeUndefined()
+      expect(Usage.missingValue([`--${doc.name}=x`])).toBeUndefined()
+      if (doc.alias !== undefined) expect(Usage.missingValue([`-${doc.alias}`])).toBe(`${needs}, and none was given`)
+    }
+    expect(Usage.missingValue(["--demo", "--gzip-streaming-lists"])).toBeUndefined()
+    expect(Usage.missingValue(["-n", "team-a", "--output", "ndjson", "--demo"])).toBeUndefined()
+    expect(Usage.missingValue(["--demo", "--", "--namespace"])).toBeUndefined()
+  })
+
+  /** What the loop's warnings may take of a terminal line in the text format. */
+  const TerminalColumns = 120
+
+  it.scopedLive(
+    "a server that never answers: said once, in words, after 5 s; the retries go on; each warning fits a terminal line",
+    () =>
+      Effect.gen(function*() {
+        const { exited, stderr } = yield* ran((dir) => {
+          writeFileSync(join(dir, "kubeconfig"), kubeconfigFor("https://127.0.0.1:1", "ns"))
+          return ["--kubeconfig", join(dir, "kubeconfig"), "--output", "ndjson", "--duration", "10s"]
+        })
+        expect(exited).toStrictEqual({ code: 0, signal: null })
+        const notice = stderr.filter((line) => line.includes("has not answered"))
+        expect(notice).toHaveLength(1)
+        expect(notice[0]).toMatch(
+          /^\d\d:\d\d:\d\d\.\d{3} WARN {2}the server at https:\/\/127\.0\.0\.1:1 has not answered since sandbox-watch started, 5s ago: check that address, that the cluster is up, and any proxy or VPN on the way; still trying$/
+        )
+        // The retries went on after it.
+        const warnings = stderr.filter((line) => / WARN /.test(line))
+        expect(warnings.indexOf(notice[0]!)).toBeLessThan(warnings.length - 1)
+        for (const line of warnings.filter((line) => line !== notice[0])) {
+          expect(line).toContain("ECONNREFUSED 127.0.0.1:1")
+          expect(line.length, line).toBeLessThanOrEqual(TerminalColumns)
+        }
+      }),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "a server that answers, if only with a failure, is never said not to answer",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        const { exited, stderr } = yield* ran((dir) => {
+          // The wrong token: every request is answered 401.
+          writeFileSync(join(dir, "kubeconfig"), kubeconfigFor(server.url, "ns").replace(Token, "not-the-token"))
+          return ["--kubeconfig", join(dir, "kubeconfig"), "--output", "ndjson", "--duration", "7s"]
+        })
+        expect(exited).toStrictEqual({ code: 0, signal: null })
+        expect(stderr.some((line) => line.includes("401"))).toBe(true)
+        expect(stderr.filter((line) => line.includes("has not answered"))).toEqual([])
+      }).pipe(Effect.provide(simulated())),
+    ProcessTimeout
+  )
+
+  it.scopedLive(
+    "a password in the server's URL is refused, and said nowhere: text or JSON logs, a refusing port or a live server",
+    () =>
+      Effect.gen(function*() {
+        const Password = "s3cretPW-in-the-url"
+        const server = yield* Sim.SimulatedApiServer
+        const live = new URL(server.url)
+        for (const address of [`https://admin:${Password}@127.0.0.1:1`, `http://admin:${Password}@${live.host}`]) {
+          for (const format of ["text", "json"]) {
+            const { exited, stderr, stdout } = yield* ran((dir) => {
+              writeFileSync(join(dir, "kubeconfig"), kubeconfigFor(address, "ns"))
+              return [
+                "--kubeconfig",
+                join(dir, "kubeconfig"),
+                "--output",
+                "ndjson",
+                "--log-format",
+                format,
+                "--metrics-address",
+                "127.0.0.1:0",
+                "--duration",
+                "5s"
+              ]
+            })
+            expect([...stdout, ...stderr].filter((line) => line.includes(Password))).toEqual([])
+            expect(exited.code).toBe(1)
+            expect(stderr).toHaveLength(1)
+            expect(stderr[0]).toContain(`cluster "sim": its server URL carries a user name and password`)
+          }
+        }
+        expect(yield* server.requestsOf("list")).toEqual([])
+        expect(yield* server.requestsOf("watch")).toEqual([])
+      }).pipe(Effect.provide(simulated())),
+    ProcessTimeout
+  )
+})

@@ -10,6 +10,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import { parseLabelSelector } from "../internal/labelSelector.ts"
+import { withoutUserInfo } from "../internal/urlUserInfo.ts"
 import * as KubeClient from "../KubeClient.ts"
 import * as KubeConfig from "../KubeConfig.ts"
 import * as Orchestrator from "../Orchestrator.ts"
@@ -17,7 +18,9 @@ import { DefaultLabelSelector } from "../Sandbox.ts"
 import * as SandboxWatch from "../SandboxWatch.ts"
 import * as SimulatedApiServer from "../SimulatedApiServer.ts"
 import * as Demo from "./Demo.ts"
+import * as LogText from "./LogText.ts"
 import * as NdjsonOutput from "./NdjsonOutput.ts"
+import * as NoAnswerNotice from "./NoAnswerNotice.ts"
 import * as TableView from "./TableView.ts"
 import * as Telemetry from "./Telemetry.ts"
 import * as Usage from "./Usage.ts"
@@ -145,6 +148,26 @@ const countFlag = ({ description, name }: Usage.FlagDoc) =>
     Options.optional
   )
 
+/** `a or b`, `a, b or c`. */
+const oneOf = (choices: ReadonlyArray<string>): string =>
+  choices.length < 2 ? choices.join("") : `${choices.slice(0, -1).join(", ")} or ${choices[choices.length - 1]}`
+
+/**
+ * A flag that takes one of `choices`, said wrong in one line naming the flag (the parser's own
+ * choice says only "Expected one of the following cases").
+ */
+const choiceFlag = <const C extends string>({ alias, description, name }: Usage.FlagDoc, choices: ReadonlyArray<C>) =>
+  Options.text(name).pipe(
+    (options) => (alias === undefined ? options : Options.withAlias(options, alias)),
+    Options.withPseudoName(choices.join(" | ")),
+    Options.withDescription(description),
+    Options.mapEffect((text) =>
+      (choices as ReadonlyArray<string>).includes(text)
+        ? Effect.succeed(text as C)
+        : invalid(name, text, `must be ${oneOf(choices)}`)
+    )
+  )
+
 /** `--namespace --demo` is a forgotten value, not a namespace called `--demo`. */
 const notAFlag = (flag: string) => (text: string) =>
   text.startsWith("-") ? invalid(flag, text, `needs a value, and ${text} is a flag`) : Effect.succeed(text)
@@ -197,11 +220,7 @@ const flags = {
     // An empty variable (`value: ""` in a manifest) names no directory, as kubectl reads an empty KUBECONFIG.
     Options.map(Option.filter((dir) => dir.length > 0))
   ),
-  output: Options.choice("output", ["table", "ndjson"]).pipe(
-    Options.withAlias("o"),
-    Options.withDescription(Usage.Flags.output.description),
-    Options.optional
-  ),
+  output: choiceFlag(Usage.Flags.output, ["table", "ndjson"]).pipe(Options.optional),
   demo: Options.boolean("demo").pipe(
     Options.withDescription(Usage.Flags.demo.description)
   ),
@@ -221,12 +240,10 @@ const flags = {
     ),
     Options.optional
   ),
-  logFormat: Options.choice("log-format", ["text", "json", "logfmt"]).pipe(
-    Options.withDescription(Usage.Flags.logFormat.description),
+  logFormat: choiceFlag(Usage.Flags.logFormat, ["text", "json", "logfmt"]).pipe(
     Options.withDefault("text" as const)
   ),
-  logLevel: Options.choice("log-level", ["trace", "debug", "info", "warning", "error", "fatal", "none"]).pipe(
-    Options.withDescription(Usage.Flags.logLevel.description),
+  logLevel: choiceFlag(Usage.Flags.logLevel, ["trace", "debug", "info", "warning", "error", "fatal", "none"]).pipe(
     Options.map((level): LogLevel.Literal => (level === "warning" ? "Warning" : capitalize(level)) as LogLevel.Literal),
     // Optional: given first, @effect/cli's own --log-level takes it, and must not be overridden.
     Options.optional
@@ -244,8 +261,7 @@ const flags = {
   ),
   headersTimeout: durationFlag(Usage.Flags.headersTimeout),
   bodyTimeout: durationFlag(Usage.Flags.bodyTimeout),
-  listMode: Options.choice("list-mode", ["auto", "stream", "paged"]).pipe(
-    Options.withDescription(Usage.Flags.listMode.description),
+  listMode: choiceFlag(Usage.Flags.listMode, ["auto", "stream", "paged"]).pipe(
     Options.withDefault("auto" as const)
   ),
   gzipStreamingLists: Options.boolean("gzip-streaming-lists").pipe(
@@ -315,28 +331,9 @@ const resolveTarget = (f: Flags) => {
   )
 }
 
-const clock = (date: Date) => date.toISOString().slice(11, 23)
-
-/** A log's message as text. */
-const messageText = (options: Logger.Logger.Options<unknown>): string =>
-  (Array.isArray(options.message) ? options.message : [options.message])
-    .map((m) => (typeof m === "string" ? m : Cause.isCause(m) ? Cause.pretty(m) : JSON.stringify(m)))
-    .join(" ")
-
-/** One line a log: time, level, message, annotations, and the first line of a cause. */
-export const formatLog = (options: Logger.Logger.Options<unknown>): string => {
-  const message = messageText(options)
-  const annotations = [...options.annotations].map(([k, v]) => ` ${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-    .join("")
-  const cause = Cause.isEmpty(options.cause) ? "" : ` (${Cause.pretty(options.cause).split("\n")[0]})`
-  return `${clock(options.date)} ${options.logLevel.label.padEnd(5)} ${
-    message.replace(/\s*\n\s*/g, " ")
-  }${annotations}${cause}`
-}
-
 /** The log line formats: ours for a person, Effect's JSON and logfmt (annotations as fields) for machines. */
 const formatters: Record<Flags["logFormat"], Logger.Logger<unknown, string>> = {
-  text: Logger.make(formatLog),
+  text: Logger.make(LogText.formatLog),
   json: Logger.jsonLogger,
   logfmt: Logger.logfmtLogger
 }
@@ -351,7 +348,7 @@ const loggerFor = (view: Option.Option<TableView.LogLines>, format: Flags["logFo
     if (Option.isSome(view)) {
       view.value.push(
         line,
-        LogLevel.greaterThanEqual(options.logLevel, LogLevel.Warning) ? messageText(options) : undefined
+        LogLevel.greaterThanEqual(options.logLevel, LogLevel.Warning) ? LogText.messageText(options) : undefined
       )
     }
     // With a table on the terminal, stderr on the same terminal would tear the screen.
@@ -414,7 +411,7 @@ const cliConsole = (base: Console.Console): Console.Console => ({
 /** A usage error in one line: what was wrong, and where to look next. */
 const usageLine = (error: ValidationError.ValidationError): string => {
   const said = "error" in error ? HelpDoc.toAnsiText(error.error) : "the command line is not understood"
-  return `${Name}: ${said.replace(ansiStyle, "").replace(/\s+/g, " ").trim()}; see ${Name} --help`
+  return Usage.usageLine(said.replace(ansiStyle, "").replace(/\s+/g, " ").trim())
 }
 
 /** The watch's silence that makes /readyz say not ready: its timeoutSeconds (240) plus its idle margin (30 s). */
@@ -485,6 +482,10 @@ export const run = (f: Flags) =>
       /** The watch shown, and its metrics and health served when asked, for as long as it runs. */
       const watchAndServe = (namespace: string, demo: boolean) =>
         Effect.scoped(Effect.gen(function*() {
+          // Not the demo's: its server is in this process.
+          if (target._tag === "Cluster") {
+            yield* Effect.forkScoped(NoAnswerNotice.sayWhenUnanswered(withoutUserInfo(target.connection.server)))
+          }
           if (Option.isSome(f.metricsAddress)) {
             const watch = yield* SandboxWatch.SandboxWatch
             const url = yield* Telemetry.serve(f.metricsAddress.value, watch, {
@@ -509,7 +510,9 @@ export const run = (f: Flags) =>
           })
         }
         yield* say(
-          `watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${target.connection.server}, from ${target.connection.source}`
+          `watching Sandboxes in namespace ${namespace} (selector ${f.selector}) on ${
+            withoutUserInfo(target.connection.server)
+          }, from ${target.connection.source}`
         )
         return yield* watchAndServe(namespace, false).pipe(
           Effect.provide(

@@ -151,6 +151,43 @@ export const builtIn = (args: ReadonlyArray<string>): "help" | "version" | undef
   return undefined
 }
 
+/** Every flag by each way it is written: `--namespace`, `-n`. */
+const byName = new Map<string, FlagDoc>(
+  [...Object.values<FlagDoc>(Flags), ...BuiltIns].flatMap((doc): Array<[string, FlagDoc]> => [
+    [`--${doc.name}`, doc],
+    ...(doc.alias === undefined ? [] : [[`-${doc.alias}`, doc] as [string, FlagDoc]])
+  ])
+)
+
+/** A usage error in one line: what was wrong, and where to look next. */
+export const usageLine = (said: string): string => `${Name}: ${said}; see ${Name} --help`
+
+/**
+ * A flag that takes a value given none, said in words: the last argument, `--flag=` with nothing
+ * after it, or followed by another of the program's flags. `main.ts` asks this before the parser
+ * is loaded (the parser says "Received unknown argument: '--namespace'" of a flag it has).
+ */
+export const missingValue = (args: ReadonlyArray<string>): string | undefined => {
+  for (let i = 0; i < args.length && args[i] !== "--"; i++) {
+    const arg = args[i]!
+    const equals = arg.startsWith("--") ? arg.indexOf("=") : -1
+    const doc = byName.get(equals === -1 ? arg : arg.slice(0, equals))
+    if (doc?.value === undefined) continue
+    const needs = `--${doc.name} needs a value (${doc.value})`
+    if (equals !== -1) {
+      if (equals === arg.length - 1) return `${needs}, and none was given`
+      continue
+    }
+    const next = args[i + 1]
+    if (next === undefined) return `${needs}, and none was given`
+    const nextName = next.startsWith("--") && next.includes("=") ? next.slice(0, next.indexOf("=")) : next
+    if (byName.has(nextName)) return `${needs}, and ${next} is a flag`
+    // The value: whatever it is, it is not read as a flag.
+    i++
+  }
+  return undefined
+}
+
 /** `text` in lines of at most `width` characters, each after `indent`. */
 const wrap = (text: string, width: number, indent: string): Array<string> => {
   const lines: Array<string> = []

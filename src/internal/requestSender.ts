@@ -12,6 +12,7 @@ import type { DeadlineTimer } from "./deadlineTimer.ts"
 import { bodyBroke, deadlinePassed, requestFailed, scrub, statusError } from "./httpFailure.ts"
 import type { Answer, Outgoing } from "./undiciExchange.ts"
 import { BodyOverLimit, HeadersDeadlinePassed, headerValue, send as sendOn, targetOf } from "./undiciExchange.ts"
+import { withoutUserInfo } from "./urlUserInfo.ts"
 
 const UserAgent = "sandbox-watch/0.1.0"
 
@@ -68,7 +69,9 @@ export const makeRequests = (
   timer: DeadlineTimer,
   { bodyTimeout, headersTimeout, maxErrorBodyBytes, maxListPageBytes }: Limits
 ): Requests => {
-  const server = connection.server
+  // As every message names it: a user name or password in the URL is never shown (nor sent: the
+  // target is the origin and path).
+  const server = withoutUserInfo(connection.server)
   const target = targetOf(server)
   const trust = { caGiven: Option.isSome(connection.tls.ca), source: connection.source }
   const headersLimit = { timer, millis: Duration.toMillis(headersTimeout) }

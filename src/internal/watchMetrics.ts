@@ -7,6 +7,7 @@
 import { Array as Arr, type Chunk, Effect, Metric, MetricLabel } from "effect"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import type { RoundEnd } from "./watchMachine.ts"
 
 export const metrics = {
   events: Metric.counter("sandbox_watch_events_total", {
@@ -39,6 +40,8 @@ export interface LoopCounts {
   watchRestarts: number
   // Plain values, made `Option`s only when health is read: they are set for every chunk.
   lastHeard: number | undefined
+  /** A round has ended with something the server said (`answeredBy`): health's `answered`. */
+  answered: boolean
   /** What the cached-Sandboxes gauge was last set to: events set it only when it changes. */
   cachedReported: number
 }
@@ -47,8 +50,27 @@ export const makeLoopCounts = (): LoopCounts => ({
   relists: 0,
   watchRestarts: 0,
   lastHeard: undefined,
+  answered: false,
   cachedReported: -1
 })
+
+/**
+ * Whether a round that ended so heard the server answer: anything but a request that got no
+ * answer (refused, reset, timed out; an answer that broke off before its first event counts with
+ * those: the error does not say which) or our own defect.
+ */
+export const answeredBy = (end: RoundEnd): boolean => {
+  switch (end._tag) {
+    case "ListFailed":
+      return end.error._tag !== "KubeTransportError"
+    case "WatchFailed":
+      return end.heard || end.error._tag !== "KubeTransportError"
+    case "Defect":
+      return false
+    default:
+      return true
+  }
+}
 
 /** The annotations of every log line the loop writes. */
 export interface LogAnnotations {

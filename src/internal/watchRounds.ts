@@ -35,6 +35,7 @@ import type { Listing } from "./listPaging.ts"
 import * as Pacing from "./pacing.ts"
 import * as WatchMachine from "./watchMachine.ts"
 import {
+  answeredBy,
   countEvents,
   eventLabelsFor,
   type LogAnnotations,
@@ -142,6 +143,7 @@ const applyEveryChunk =
  */
 const settle = (loop: WatchLoop, end: WatchMachine.RoundEnd): Effect.Effect<void, RoundFailure> => {
   const { annotations, counts, state } = loop
+  if (!counts.answered) counts.answered = answeredBy(end)
   const transition = WatchMachine.step(state.machine, end, loop.settings)
   state.machine = transition.next
   if (transition.restart === undefined) {

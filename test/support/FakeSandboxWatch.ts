@@ -15,6 +15,8 @@ export interface FakeSandboxWatchControl {
   readonly put: (sandbox: Sandbox) => Effect.Effect<void>
   /** The cluster says this name is gone. */
   readonly remove: (name: string) => Effect.Effect<void>
+  /** The server answered, with a failure say: health's `answered` (a list is an answer too). */
+  readonly answer: Effect.Effect<void>
   /** How many readers are subscribed to one name right now. */
   readonly readers: (name: string) => Effect.Effect<number>
 }
@@ -29,6 +31,7 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
     const cells = new Map<string, SubscriptionRef.SubscriptionRef<Option.Option<Sandbox>>>()
     const readers = new Map<string, number>()
     const relists = yield* Ref.make(0)
+    const answered = yield* Ref.make(false)
     const all = yield* PubSub.unbounded<SandboxChange>()
     const cell = (name: string) =>
       Effect.gen(function*() {
@@ -103,6 +106,7 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
         return {
           synced: done,
           lastHeard: Option.none(),
+          answered: done || (yield* Ref.get(answered)),
           relists: yield* Ref.get(relists),
           watchRestarts: 0,
           cached: map.size,
@@ -120,6 +124,7 @@ export const layer: Layer.Layer<SandboxWatch | FakeSandboxWatch> = Layer.effectC
         ),
       put: (sandbox) => set(sandbox.metadata.name, Option.some(sandbox)),
       remove: (name) => set(name, Option.none()),
+      answer: Ref.set(answered, true),
       readers: (name) => Effect.sync(() => readers.get(name) ?? 0)
     }
     return Context.make(SandboxWatch, service).pipe(Context.add(FakeSandboxWatch, control))
