@@ -5,6 +5,7 @@
  * @internal
  */
 import { Array as Arr, type Chunk, Effect, Metric, MetricLabel } from "effect"
+import type { KubeClientError } from "../KubeError.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
 import type { RoundEnd } from "./watchMachine.ts"
@@ -56,21 +57,24 @@ export const makeLoopCounts = (): LoopCounts => ({
 
 /**
  * Whether a round that ended so heard the server answer: anything but a request that got no
- * answer (refused, reset, timed out; an answer that broke off before its first event counts with
- * those: the error does not say which) or our own defect.
+ * answer (refused, reset, timed out, or not sent at all for want of credentials) or our own defect.
  */
 export const answeredBy = (end: RoundEnd): boolean => {
   switch (end._tag) {
     case "ListFailed":
-      return end.error._tag !== "KubeTransportError"
+      return answeredDespite(end.error)
     case "WatchFailed":
-      return end.heard || end.error._tag !== "KubeTransportError"
+      return end.heard || answeredDespite(end.error)
     case "Defect":
       return false
     default:
       return true
   }
 }
+
+/** A failure that still came from the server: any but a transport error before its answer began. */
+const answeredDespite = (error: KubeClientError): boolean =>
+  error._tag !== "KubeTransportError" || error.reached === "mid-answer"
 
 /** The annotations of every log line the loop writes. */
 export interface LogAnnotations {
