@@ -13,6 +13,7 @@ const observed = (watch: Partial<WatchFigures> | undefined, more: Partial<Observ
   watch: watch === undefined
     ? undefined
     : { initialLists: 0, cached: 0, decodeFailures: 0, restarts: {}, ...watch },
+  landed: undefined,
   told: 0,
   ...more
 })
@@ -33,6 +34,14 @@ describe("the hostile bench's checker", () => {
     const verdict = judge(syncedTen, observed({}))
     expect(verdict.pass).toBe(false)
     expect(verdict.failures).toEqual(["never synced"])
+  })
+
+  it("takes the log's word for a landing the last scrape missed, and holds it to the count", () => {
+    expect(judge(syncedTen, observed({}, { landed: 10 })).pass).toBe(true)
+    expect(judge(syncedTen, observed({}, { landed: 9 })).failures).toEqual(["synced with 9 cached, not 10"])
+    expect(judge(tooLarge, observed({ restarts: { "too-large": 1 } }, { landed: 3 })).failures).toEqual([
+      "synced (3 cached) instead of refusing"
+    ])
   })
 
   it("fails a row that synced with other than the Sandboxes it names", () => {

@@ -18,7 +18,7 @@
  *   npx tsx test/bench/hostile.ts --write-results                  # also writes test/bench/results/<date>-hostile-rss.md
  *
  * A mode may need longer than `--duration` to do what it names (`endless-continue` 45 s,
- * `two-million` 120 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
+ * `two-million` 180 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
@@ -119,6 +119,20 @@ const isStreamingList = (url: URL) =>
 
 const status = (code: number, message: string) =>
   `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"${message}","code":${code}}`
+
+/** The Sandboxes of the first list, as the program's log line said it landed; none when it did not. */
+const landedOf = (stderr: string): number | undefined => {
+  for (const line of stderr.split("\n")) {
+    try {
+      const log = JSON.parse(line) as { readonly message?: unknown }
+      const said = /^(?:listed|streamed) (\d+) Sandboxes at resourceVersion \S+ \(initial\)/.exec(String(log.message))
+      if (said !== null) return Number(said[1])
+    } catch {
+      // Not a log line.
+    }
+  }
+  return undefined
+}
 
 /** The first warning or error the program logged (JSON logs), or a line that is not a log (a crash). */
 const firstProblem = (stderr: string): string => {
@@ -294,6 +308,7 @@ const runRow = async (mode: Mode, kind: ListKind, dir: string): Promise<Row> => 
     served: { pagedLists: served.pagedLists, streamingLists: served.streamingLists },
     healthy,
     watch,
+    landed: landedOf(stderr),
     told
   }
   const logLine = firstProblem(stderr)

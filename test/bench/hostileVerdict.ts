@@ -59,6 +59,12 @@ export interface Observation {
   readonly healthy: number
   /** The last `/metrics` scrape that answered; none when it never did. */
   readonly watch: WatchFigures | undefined
+  /**
+   * The Sandboxes of the first list, as the program's log line said it landed ("listed N
+   * Sandboxes ... (initial)"); none when it said no such thing. A scrape can miss a landing: the
+   * landing of a huge list keeps the event loop from answering until the run is over.
+   */
+  readonly landed: number | undefined
   /** Change lines the program printed on stdout. */
   readonly told: number
 }
@@ -91,11 +97,18 @@ export const expected = (e: Expectation): string => {
 export const did = (o: Observation): string => {
   if (o.watch === undefined) return "no /metrics answer"
   const w = o.watch
-  const state = w.initialLists > 0 ? `synced, ${w.cached.toLocaleString("en")} cached` : "not synced"
+  const cached = cachedIfSynced(o)
+  const state = cached === undefined
+    ? "not synced"
+    : `synced, ${cached.toLocaleString("en")} cached${w.initialLists > 0 ? "" : " (by its log)"}`
   return `${state}; restarts ${restartsSaid(w.restarts)}${
     w.decodeFailures > 0 ? `; ${w.decodeFailures} decode failures` : ""
   }; ${o.told.toLocaleString("en")} told`
 }
+
+/** The Sandboxes cached once synced (from `/metrics`, else the log line of the landing); none when not synced. */
+const cachedIfSynced = (o: Observation): number | undefined =>
+  o.watch !== undefined && o.watch.initialLists > 0 ? o.watch.cached : o.landed
 
 /** The reasons restarts were counted for, besides `allowed`. */
 const otherRestarts = (restarts: Readonly<Record<string, number>>, allowed: ReadonlyArray<string>) =>
@@ -131,13 +144,12 @@ export const judge = (e: Expectation, o: Observation): Verdict => {
     return { pass: false, failures }
   }
   const w = o.watch
+  const cached = cachedIfSynced(o)
   const outcome = e.outcome
   switch (outcome._tag) {
     case "Synced": {
-      if (w.initialLists === 0) failures.push("never synced")
-      else if (w.cached !== outcome.cached) {
-        failures.push(`synced with ${w.cached} cached, not ${outcome.cached}`)
-      }
+      if (cached === undefined) failures.push("never synced")
+      else if (cached !== outcome.cached) failures.push(`synced with ${cached} cached, not ${outcome.cached}`)
       const wanted = outcome.restarts ?? []
       for (const reason of wanted) {
         if ((w.restarts[reason] ?? 0) === 0) failures.push(`no restart for ${reason}`)
@@ -151,7 +163,7 @@ export const judge = (e: Expectation, o: Observation): Verdict => {
       break
     }
     case "Refused": {
-      if (w.initialLists > 0) failures.push(`synced (${w.cached} cached) instead of refusing`)
+      if (cached !== undefined) failures.push(`synced (${cached} cached) instead of refusing`)
       if ((w.restarts[outcome.reason] ?? 0) === 0) failures.push(`never refused as ${outcome.reason}`)
       const others = otherRestarts(w.restarts, [outcome.reason])
       if (others.length > 0) failures.push(`restarted for ${others.join(", ")}`)
@@ -159,7 +171,7 @@ export const judge = (e: Expectation, o: Observation): Verdict => {
       break
     }
     case "Unfinished": {
-      if (w.initialLists > 0) failures.push(`synced (${w.cached} cached) a list that never ends`)
+      if (cached !== undefined) failures.push(`synced (${cached} cached) a list that never ends`)
       const others = otherRestarts(w.restarts, outcome.allowedRestarts)
       if (others.length > 0) failures.push(`restarted for ${others.join(", ")}`)
       if (o.told > 0) failures.push(`told ${o.told} changes`)
