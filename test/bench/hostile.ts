@@ -17,8 +17,8 @@
  *   npx tsx test/bench/hostile.ts --only endless-stream-big/stream --duration 40
  *   npx tsx test/bench/hostile.ts --write-results                  # also writes test/bench/results/<date>-hostile-rss.md
  *
- * A mode may need longer than `--duration` to do what it names (`endless-continue` 45 s,
- * `two-million` 180 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
+ * A mode may need longer than `--duration` to do what it names (`endless-stream-new` and
+ * `gigabyte-page` 30 s, `endless-continue` 45 s, `two-million` 180 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
