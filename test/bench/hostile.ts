@@ -1,17 +1,24 @@
 /**
- * The program against hostile apiservers (issue 30): for each mode a small node:http server on
- * loopback answers the Sandbox list and watch badly, on purpose, and the program runs against it as
- * a user runs it (`--kubeconfig K --output ndjson --duration 20s`). Per mode: peak RSS, RSS over the
- * run, wall time from spawn to exit, exit code, whether stderr says defect or bug, and the first log
- * line that names the problem. On demand, never part of `npm test`.
+ * The program against hostile apiservers (issues 30, 42, 46): for each mode a small node:http
+ * server on loopback answers the Sandbox list badly, on purpose, on each list path the mode applies
+ * to (a paged list, `--list-mode paged`; a streaming list served as kube-apiserver 1.27+ serves it,
+ * the program in its default `auto`), and the program runs against it as a user runs it
+ * (`--kubeconfig K --output ndjson --duration 20s`, with `--metrics-address` and JSON logs). Each
+ * row states what must happen (`hostileModes.ts`: synced with N Sandboxes cached, or refused with a
+ * restart reason such as `too-large`; alive to its duration; an RSS ceiling) and is checked against
+ * what the program reported (`/metrics`, `/healthz`, exit, stdout) and what the server was asked
+ * (`hostileVerdict.ts`). A row that did not do what it names FAILs, and the run exits 1.
+ * On demand, never part of `npm test`.
  *
- *   npx tsx test/bench/hostile.ts                       # every mode; writes test/bench/results/<date>-hostile-rss.md
- *   npx tsx test/bench/hostile.ts --only baseline,endless-page   # some modes; writes nothing
- *   npx tsx test/bench/hostile.ts --only endless-page --duration 90  # longer, to see RSS level off; writes nothing
+ *   npx tsx test/bench/hostile.ts                                  # every row but two-million's
+ *   npx tsx test/bench/hostile.ts --duration 10                    # a smoke run
+ *   npx tsx test/bench/hostile.ts --only two-million               # 2,000,000 Sandboxes, paged and streamed
+ *   npx tsx test/bench/hostile.ts --only gigabyte-page,baseline/stream --skip gigabyte-page/paged
+ *   npx tsx test/bench/hostile.ts --only endless-stream-big/stream --duration 40
+ *   npx tsx test/bench/hostile.ts --write-results                  # also writes test/bench/results/<date>-hostile-rss.md
  *
- * A correct run: no defect, exit 0 at about the duration, RSS bounded by the budgets (a page
- * 128 MiB, an error body 64 KiB, 10,000 pages, a watch line 16 MiB) except where the data is
- * honest and the cache is what needs the memory.
+ * A mode may need longer than `--duration` to do what it names (`endless-stream-new` and
+ * `gigabyte-page` 30 s, `endless-continue` 45 s, `two-million` 180 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
  */
 import { execFileSync, spawn } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
@@ -23,294 +30,52 @@ import { fileURLToPath } from "node:url"
 import {
   DefaultMaxErrorBodyBytes,
   DefaultMaxLineBytes,
+  DefaultMaxListItems,
   DefaultMaxListPageBytes,
   DefaultMaxListPages
 } from "../../src/KubeClient.ts"
-import { apiVersion, collectionPath } from "../../src/KubeResource.ts"
+import { collectionPath } from "../../src/KubeResource.ts"
 import { SandboxResource } from "../../src/Sandbox.ts"
+import { type Mode, modes, Namespace, type Served } from "./hostileModes.ts"
+import {
+  did,
+  expected,
+  judge,
+  type ListKind,
+  type Observation,
+  type Verdict,
+  type WatchFigures,
+  watchFiguresOf
+} from "./hostileVerdict.ts"
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 const Token = "hostile-bench-token"
-const Namespace = "ns"
-const durationAt = process.argv.indexOf("--duration")
-/** The program's `--duration`; another than 20 s (to see whether RSS levels off) writes no results file. */
-const DurationSeconds = durationAt === -1 ? 20 : Number(process.argv[durationAt + 1])
-/** Past this the child is killed and the row says so: a hang, not a slow exit. */
-const KillAfterMs = (DurationSeconds + 40) * 1000
+const argOf = (flag: string) => {
+  const at = process.argv.indexOf(flag)
+  return at === -1 ? undefined : process.argv[at + 1]
+}
+/** The program's `--duration`, unless a mode needs longer to do what it names. */
+const DurationSeconds = Number(argOf("--duration") ?? "20")
 const SampleEveryMs = 200
+const ScrapeEveryMs = 500
+const ScrapeTimeoutMs = 2_000
 const Path_ = collectionPath(SandboxResource, Namespace)
-const ApiVersion = apiVersion(SandboxResource)
 
 // -------------------------------------------------------------------------------------------------
-// What the servers send
-// -------------------------------------------------------------------------------------------------
-
-const sandboxJson = (name: string, status = `{"phase":"Pending"}`) =>
-  `{"apiVersion":"${ApiVersion}","kind":"Sandbox","metadata":{"name":"${name}","namespace":"${Namespace}",` +
-  `"uid":"uid-${name}","resourceVersion":"1","labels":{"jr2.dev/run":"r1"}},` +
-  `"spec":{"resources":{"limits":{"memory":"256Mi"}}},"status":${status}}`
-
-const listJson = (items: ReadonlyArray<string>, resourceVersion = "1", continueToken?: string) =>
-  `{"kind":"SandboxList","apiVersion":"${ApiVersion}","metadata":{"resourceVersion":"${resourceVersion}"` +
-  `${continueToken === undefined ? "" : `,"continue":"${continueToken}"`}},"items":[${items.join(",")}]}`
-
-const Deep = 100_000
-const deepValue = () => "[".repeat(Deep) + "]".repeat(Deep)
-
-interface Counts {
-  lists: number
-  watches: number
-  bytes: number
-}
-
-interface Mode {
-  readonly id: string
-  readonly what: string
-  readonly list: (req: Http.IncomingMessage, res: Http.ServerResponse, counts: Counts) => void
-  readonly watch: (req: Http.IncomingMessage, res: Http.ServerResponse, counts: Counts) => void
-}
-
-/** Writes what `next` gives until it gives undefined (then ends) or the client goes, minding backpressure. */
-const pump = (res: Http.ServerResponse, counts: Counts, next: () => string | Buffer | undefined) => {
-  const go = () => {
-    while (!res.destroyed && !res.writableEnded) {
-      const chunk = next()
-      if (chunk === undefined) {
-        res.end()
-        return
-      }
-      counts.bytes += chunk.length
-      if (!res.write(chunk)) {
-        res.once("drain", go)
-        return
-      }
-    }
-  }
-  go()
-}
-
-const json200 = (res: Http.ServerResponse) => {
-  res.writeHead(200, { "content-type": "application/json" })
-  res.flushHeaders()
-}
-
-const sendJson = (res: Http.ServerResponse, counts: Counts, body: string, status = 200) => {
-  counts.bytes += Buffer.byteLength(body)
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
-  res.end(body)
-}
-
-/** A watch that answers and then says nothing (no bookmarks), until the client goes. */
-const quietWatch: Mode["watch"] = (_req, res) => json200(res)
-
-/**
- * A quiet watch that refuses a streaming list as kube-apiserver 1.20 does (422), so the program's
- * `auto` pages: for the modes whose hostility is in the paged list.
- */
-const quietWatchPagedOnly: Mode["watch"] = (req, res, counts) => {
-  if (new URL(req.url ?? "/", "http://x").searchParams.get("sendInitialEvents") !== "true") {
-    return quietWatch(req, res, counts)
-  }
-  sendJson(
-    res,
-    counts,
-    `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch","reason":"Invalid","code":422}`,
-    422
-  )
-}
-
-/** A streaming list's watch that pumps what `next` makes for ever, never its end bookmark; other watches are quiet. */
-const endlessStreamingList = (makeNext: () => () => string | Buffer): Mode["watch"] => (req, res, counts) => {
-  if (new URL(req.url ?? "/", "http://x").searchParams.get("sendInitialEvents") !== "true") {
-    return quietWatch(req, res, counts)
-  }
-  json200(res)
-  pump(res, counts, makeNext())
-}
-
-/** A watch that sends these lines, then says nothing. */
-const watchSending = (lines: () => ReadonlyArray<string>): Mode["watch"] => (_req, res, counts) => {
-  json200(res)
-  for (const line of lines()) {
-    counts.bytes += line.length
-    res.write(line)
-  }
-}
-
-const tenSandboxes: Mode["list"] = (_req, res, counts) =>
-  sendJson(res, counts, listJson(Array.from({ length: 10 }, (_, i) => sandboxJson(`s-${i}`))))
-
-const continueOf = (req: Http.IncomingMessage) => new URL(req.url ?? "/", "http://x").searchParams.get("continue")
-
-const Spaces = Buffer.alloc(64 * 1024, " ")
-const Xs = Buffer.alloc(64 * 1024, "x")
-
-/** About 1 MiB of list items, each followed by a comma (names repeat from chunk to chunk). */
-const itemChunk = (() => {
-  const items: Array<string> = []
-  let size = 0
-  for (let i = 0; size < 1024 * 1024; i++) {
-    const item = sandboxJson(`big-${i}`) + ","
-    items.push(item)
-    size += item.length
-  }
-  return Buffer.from(items.join(""))
-})()
-
-const TwoMillion = 2_000_000
-const PageOf = 500
-const smallSandbox = (i: number) =>
-  `{"apiVersion":"${ApiVersion}","kind":"Sandbox","metadata":{"name":"m-${i}","namespace":"${Namespace}",` +
-  `"resourceVersion":"1","labels":{"jr2.dev/run":"r1"}}}`
-
-const modes: ReadonlyArray<Mode> = [
-  {
-    id: "endless-page",
-    what: "a list page that never ends (200, the JSON opening, then spaces for ever)",
-    list: (_req, res, counts) => {
-      json200(res)
-      let opened = false
-      pump(res, counts, () => {
-        if (opened) return Spaces
-        opened = true
-        return `{"kind":"SandboxList","apiVersion":"${ApiVersion}","metadata":{"resourceVersion":"1"},"items":[`
-      })
-    },
-    watch: quietWatch
-  },
-  {
-    id: "endless-500",
-    what: "a 500 whose body never ends (a Status opening, then `x` for ever)",
-    list: (_req, res, counts) => {
-      res.writeHead(500, { "content-type": "application/json" })
-      let opened = false
-      pump(res, counts, () => {
-        if (opened) return Xs
-        opened = true
-        return `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","code":500,"message":"`
-      })
-    },
-    watch: quietWatch
-  },
-  {
-    id: "endless-continue",
-    what: "a list whose `continue` never ends (a fresh token on every page, one item a page)",
-    list: (_req, res, counts) => {
-      const n = counts.lists
-      sendJson(
-        res,
-        counts,
-        listJson([sandboxJson(`c-${n}`)], "1", `token-${n + 1}-${Math.random().toString(36).slice(2)}`)
-      )
-    },
-    watch: quietWatchPagedOnly
-  },
-  {
-    id: "endless-stream-repeat",
-    what:
-      "a streaming list that sends the same Sandbox as ADDED for ever, never its end bookmark (issue 42: ~15 MB/s before)",
-    list: tenSandboxes,
-    watch: endlessStreamingList(() => {
-      const line = Buffer.from(`{"type":"ADDED","object":${sandboxJson("same")}}\n`.repeat(256))
-      return () => line
-    })
-  },
-  {
-    id: "endless-stream-new",
-    what:
-      "a streaming list that sends a new Sandbox as ADDED for ever, never its end bookmark (held by name: stops at maxListItems)",
-    list: tenSandboxes,
-    watch: endlessStreamingList(() => {
-      let n = 0
-      return () => {
-        const lines: Array<string> = []
-        for (let i = 0; i < 256; i++) lines.push(`{"type":"ADDED","object":${sandboxJson(`n-${n++}`)}}\n`)
-        return lines.join("")
-      }
-    })
-  },
-  {
-    id: "gigabyte-page",
-    what: "a 1 GiB list page, streamed (must be refused at the 128 MiB page budget)",
-    list: (_req, res, counts) => {
-      json200(res)
-      const opening = `{"kind":"SandboxList","apiVersion":"${ApiVersion}","metadata":{"resourceVersion":"1"},"items":[`
-      const chunks = Math.floor((1024 * 1024 * 1024 - opening.length) / itemChunk.length)
-      let sent = -1
-      pump(res, counts, () => {
-        sent++
-        if (sent === 0) return opening
-        if (sent <= chunks) return itemChunk
-        if (sent === chunks + 1) return sandboxJson("last") + "]}"
-        return undefined
-      })
-    },
-    watch: quietWatch
-  },
-  {
-    id: "deep-list-item",
-    what: "a list item nested 100,000 deep (`status.phase`) beside a normal item, then a quiet watch",
-    list: (_req, res, counts) =>
-      sendJson(res, counts, listJson([sandboxJson("deep", `{"phase":${deepValue()}}`), sandboxJson("normal")])),
-    watch: quietWatch
-  },
-  {
-    id: "deep-watch-event",
-    what: "a normal list, then a watch event nested 100,000 deep (`status.phase`), then quiet",
-    list: (_req, res, counts) => sendJson(res, counts, listJson([sandboxJson("normal")])),
-    watch: watchSending(() => [
-      `{"type":"ADDED","object":${
-        sandboxJson("deep", `{"phase":${deepValue()}}`).replace(`"resourceVersion":"1"`, `"resourceVersion":"2"`)
-      }}\n`
-    ])
-  },
-  {
-    id: "managed-fields-line",
-    what: "a normal list, then a watch line of `\"managedFields\":[` repeated to 8 MiB, never closed (then a newline)",
-    list: (_req, res, counts) => sendJson(res, counts, listJson([sandboxJson("normal")])),
-    watch: watchSending(() => {
-      const head =
-        `{"type":"ADDED","object":{"apiVersion":"${ApiVersion}","kind":"Sandbox","metadata":{"name":"mf","namespace":"${Namespace}",`
-      const key = `"managedFields":[`
-      return [head + key.repeat(Math.floor((8 * 1024 * 1024 - head.length) / key.length)) + "\n"]
-    })
-  },
-  {
-    id: "two-million",
-    what: "a list of 2,000,000 small items in pages of 500 (honest but huge: the cache's memory), then a quiet watch",
-    list: (req, res, counts) => {
-      const page = Number(continueOf(req)?.replace("page-", "") ?? "0")
-      const from = page * PageOf
-      const items = Array.from({ length: Math.min(PageOf, TwoMillion - from) }, (_, i) => smallSandbox(from + i))
-      const last = from + PageOf >= TwoMillion
-      sendJson(res, counts, listJson(items, "1", last ? undefined : `page-${page + 1}`))
-    },
-    watch: quietWatch
-  },
-  {
-    id: "baseline",
-    what: "a normal list of 10 Sandboxes and a quiet watch",
-    list: tenSandboxes,
-    watch: quietWatch
-  }
-]
-
-// -------------------------------------------------------------------------------------------------
-// One mode: its server, the program against it, what it did
+// One row: a mode's server, the program against it on one list path, what it did
 // -------------------------------------------------------------------------------------------------
 
 interface Row {
   readonly mode: Mode
-  readonly peakMiB: number
+  readonly kind: ListKind
+  readonly durationS: number
+  readonly observation: Observation
+  readonly verdict: Verdict
   /** VmRSS (MiB) at a quarter, a half and three quarters of the duration, and the last sample. */
   readonly rssAt: ReadonlyArray<number | undefined>
   readonly wallS: number
-  readonly exit: string
-  readonly defect: boolean
+  readonly served: Served
   readonly logLine: string
-  readonly synced: boolean
-  readonly changes: number
-  readonly counts: Counts
   readonly stderrFile: string
 }
 
@@ -336,28 +101,96 @@ const programPid = (pid: number): number | undefined => {
   }
 }
 
-const runMode = async (mode: Mode, dir: string): Promise<Row> => {
-  const counts: Counts = { lists: 0, watches: 0, bytes: 0 }
+/** The body of a GET, or undefined when it failed, answered other than 200, or took too long. */
+const get = (url: string): Promise<string | undefined> =>
+  new Promise((resolve) => {
+    const req = Http.get(url, { timeout: ScrapeTimeoutMs }, (res) => {
+      let body = ""
+      res.setEncoding("utf8").on("data", (c: string) => (body += c))
+      res.on("end", () => resolve(res.statusCode === 200 ? body : undefined))
+      res.on("error", () => resolve(undefined))
+    })
+    req.on("timeout", () => req.destroy())
+    req.on("error", () => resolve(undefined))
+  })
+
+const isStreamingList = (url: URL) =>
+  url.searchParams.get("sendInitialEvents") === "true" || url.searchParams.get("sendInitialEvents") === "1"
+
+const status = (code: number, message: string) =>
+  `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"${message}","code":${code}}`
+
+/** The Sandboxes of the first list, as the program's log line said it landed; none when it did not. */
+const landedOf = (stderr: string): number | undefined => {
+  for (const line of stderr.split("\n")) {
+    try {
+      const log = JSON.parse(line) as { readonly message?: unknown }
+      const said = /^(?:listed|streamed) (\d+) Sandboxes at resourceVersion \S+ \(initial\)/.exec(String(log.message))
+      if (said !== null) return Number(said[1])
+    } catch {
+      // Not a log line.
+    }
+  }
+  return undefined
+}
+
+/** The first warning or error the program logged (JSON logs), or a line that is not a log (a crash). */
+const firstProblem = (stderr: string): string => {
+  for (const line of stderr.split("\n")) {
+    if (line.trim() === "") continue
+    try {
+      const log = JSON.parse(line) as {
+        readonly message?: unknown
+        readonly logLevel?: unknown
+        readonly annotations?: { readonly reason?: unknown }
+      }
+      if (!["WARN", "ERROR", "FATAL"].includes(String(log.logLevel))) continue
+      const reason = typeof log.annotations?.reason === "string" && log.annotations.reason !== ""
+        ? ` [${log.annotations.reason}]`
+        : ""
+      return `${log.logLevel}${reason} ${String(log.message)}`
+    } catch {
+      return line
+    }
+  }
+  return ""
+}
+
+const runRow = async (mode: Mode, kind: ListKind, dir: string): Promise<Row> => {
+  const expectation = mode.expect[kind]!
+  const durationS = Math.max(DurationSeconds, mode.minDurationS ?? 0)
+  const served: Served = { pagedLists: 0, streamingLists: 0, watches: 0, bytes: 0 }
   const server = Http.createServer((req, res) => {
     res.on("error", () => {})
     const url = new URL(req.url ?? "/", "http://x")
-    if (req.headers.authorization !== `Bearer ${Token}`) {
-      sendJson(res, counts, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":401}`, 401)
-    } else if (url.pathname !== Path_) {
-      sendJson(res, counts, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":404}`, 404)
-    } else if (url.searchParams.get("watch") === "1" || url.searchParams.get("watch") === "true") {
-      counts.watches++
-      mode.watch(req, res, counts)
-    } else {
-      mode.list(req, res, counts)
-      counts.lists++
+    const watching = url.searchParams.get("watch") === "1" || url.searchParams.get("watch") === "true"
+    const answer = (code: number, message: string) => {
+      const body = status(code, message)
+      served.bytes += body.length
+      res.writeHead(code, { "content-type": "application/json", "content-length": body.length })
+      res.end(body)
     }
+    if (req.headers.authorization !== `Bearer ${Token}`) return answer(401, "Unauthorized")
+    if (url.pathname !== Path_) return answer(404, `the server could not find ${url.pathname}`)
+    if (watching && isStreamingList(url)) {
+      served.streamingLists++
+      return mode.streamingList === undefined
+        ? answer(422, "this mode serves no streaming list")
+        : mode.streamingList(req, res, served)
+    }
+    if (watching) {
+      served.watches++
+      return mode.watch(req, res, served)
+    }
+    served.pagedLists++
+    return mode.list === undefined ? answer(405, "this mode serves no paged list") : mode.list(req, res, served)
   })
   server.on("clientError", (_e, socket) => socket.destroy())
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const port = (server.address() as AddressInfo).port
 
-  const kubeconfig = Path.join(dir, `${mode.id}.kubeconfig`)
+  const name = `${mode.id}-${kind}`
+  const kubeconfig = Path.join(dir, `${name}.kubeconfig`)
   writeFileSync(
     kubeconfig,
     JSON.stringify({
@@ -369,7 +202,7 @@ const runMode = async (mode: Mode, dir: string): Promise<Row> => {
       users: [{ name: "me", user: { token: Token } }]
     })
   )
-  const timeFile = Path.join(dir, `${mode.id}.time`)
+  const timeFile = Path.join(dir, `${name}.time`)
   const args = [
     "--import",
     "tsx",
@@ -379,28 +212,35 @@ const runMode = async (mode: Mode, dir: string): Promise<Row> => {
     "--output",
     "ndjson",
     "--duration",
-    `${DurationSeconds}s`
+    `${durationS}s`,
+    "--log-format",
+    "json",
+    "--metrics-address",
+    "127.0.0.1:0",
+    "--list-mode",
+    kind === "paged" ? "paged" : "auto",
+    ...(mode.args ?? [])
   ]
   const started = performance.now()
-  const child = hasTime
-    ? spawn("/usr/bin/time", ["-f", "%M", "-o", timeFile, process.execPath, ...args], {
-      cwd: root,
-      env: { PATH: process.env["PATH"], HOME: dir },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    : spawn(process.execPath, args, {
-      cwd: root,
-      env: { PATH: process.env["PATH"], HOME: dir },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-  let stdout = ""
-  let stderr = ""
-  child.stdout.setEncoding("utf8").on("data", (c: string) => {
-    // Only the line kinds are kept: a change line of a 2,000,000-item list is a lot of text.
-    stdout += c.replace(/"sandbox":.*$/gm, "")
+  const command = hasTime ? "/usr/bin/time" : process.execPath
+  const child = spawn(command, hasTime ? ["-f", "%M", "-o", timeFile, process.execPath, ...args] : args, {
+    cwd: root,
+    env: { PATH: process.env["PATH"], HOME: dir },
+    stdio: ["ignore", "pipe", "pipe"]
   })
+  let told = 0
+  let partial = ""
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    // Counted, not kept: 2,000,000 change lines are a lot of text.
+    const lines = (partial + c).split("\n")
+    partial = lines.pop() ?? ""
+    for (const line of lines) if (line.startsWith(`{"event":"change"`)) told++
+  })
+  let stderr = ""
+  let metricsUrl: string | undefined
   child.stderr.setEncoding("utf8").on("data", (c: string) => {
     if (stderr.length < 4 * 1024 * 1024) stderr += c
+    metricsUrl ??= /metrics at (http:\/\/[^\s/]+)\/metrics/.exec(stderr)?.[1]
   })
 
   let hwm = 0
@@ -413,55 +253,80 @@ const runMode = async (mode: Mode, dir: string): Promise<Row> => {
     if (h !== undefined) hwm = Math.max(hwm, h)
     if (r !== undefined) samples.push({ at: performance.now() - started, rssKb: r })
   }, SampleEveryMs)
+
+  // What the program says of itself, read while it runs: the last scrape that answered is kept.
+  let healthy = 0
+  let watch: WatchFigures | undefined
+  let scraping = false
+  const scraper = setInterval(() => {
+    if (scraping || metricsUrl === undefined) return
+    scraping = true
+    const base = metricsUrl
+    void (async () => {
+      if ((await get(`${base}/healthz`)) !== undefined) healthy++
+      const text = await get(`${base}/metrics`)
+      if (text !== undefined) watch = watchFiguresOf(text)
+    })().finally(() => (scraping = false))
+  }, ScrapeEveryMs)
+
   let killed = false
+  const killAfterMs = (durationS + 40) * 1000
   const killer = setTimeout(() => {
     killed = true
     const pid = child.pid === undefined ? undefined : programPid(child.pid)
     if (pid !== undefined && pid !== child.pid) process.kill(pid, "SIGKILL")
     child.kill("SIGKILL")
-  }, KillAfterMs)
+  }, killAfterMs)
 
   const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on("close", (code, signal) => resolve({ code, signal }))
   )
   const wallS = (performance.now() - started) / 1000
   clearInterval(sampler)
+  clearInterval(scraper)
   clearTimeout(killer)
   server.closeAllConnections()
   await new Promise<void>((resolve) => server.close(() => resolve()))
 
   if (hasTime && existsSync(timeFile)) {
+    // /usr/bin/time writes "Command terminated by signal N" or "exited with non-zero status" first.
     const kb = Number(/(\d+)\s*$/.exec(readFileSync(timeFile, "utf8"))?.[1] ?? "0")
     hwm = Math.max(hwm, kb)
   }
-  const stderrFile = Path.join(dir, `${mode.id}.stderr`)
+  const stderrFile = Path.join(dir, `${name}.stderr`)
   writeFileSync(stderrFile, stderr)
-  const lines = stderr.split("\n").filter((l) => l.trim() !== "")
-  // The first warning or error names the problem; a clean run has none, so its first log line then.
-  const logs = lines.filter((l) => !l.startsWith("sandbox-watch: watching Sandboxes"))
-  const logLine = logs.find((l) => /\b(WARN|ERROR|FATAL)\b|error|defect|a bug/i.test(l)) ?? logs[0] ?? ""
-  const outLines = stdout.split("\n")
   const rssNear = (s: number) => {
     const at = samples.filter((x) => x.at <= s * 1000).at(-1)
     return at === undefined ? undefined : at.rssKb / 1024
   }
   const last = samples.at(-1)
+  const observation: Observation = {
+    kind,
+    exit: { code, signal, killed },
+    peakRssMiB: hwm / 1024,
+    defect: /defect|a bug/i.test(stderr),
+    served: { pagedLists: served.pagedLists, streamingLists: served.streamingLists },
+    healthy,
+    watch,
+    landed: landedOf(stderr),
+    told
+  }
+  const logLine = firstProblem(stderr)
   return {
     mode,
-    peakMiB: hwm / 1024,
+    kind,
+    durationS,
+    observation,
+    verdict: judge(expectation, observation),
     rssAt: [
-      rssNear(DurationSeconds / 4),
-      rssNear(DurationSeconds / 2),
-      rssNear(DurationSeconds * 3 / 4),
+      rssNear(durationS / 4),
+      rssNear(durationS / 2),
+      rssNear(durationS * 3 / 4),
       last === undefined ? undefined : last.rssKb / 1024
     ],
     wallS,
-    exit: killed ? `killed at ${KillAfterMs / 1000} s` : signal !== null ? signal : String(code),
-    defect: /defect|a bug/i.test(stderr),
-    logLine: logLine.length > 160 ? logLine.slice(0, 159) + "…" : logLine,
-    synced: outLines.some((l) => l === `{"event":"synced"}`),
-    changes: outLines.filter((l) => l.startsWith(`{"event":"change"`)).length,
-    counts,
+    served,
+    logLine: logLine.length > 140 ? logLine.slice(0, 139) + "…" : logLine,
     stderrFile
   }
 }
@@ -470,7 +335,7 @@ const runMode = async (mode: Mode, dir: string): Promise<Row> => {
 // The table
 // -------------------------------------------------------------------------------------------------
 
-const cell = (text: string) => text.replace(/\|/g, "\\|").replace(/`/g, "'")
+const cell = (text: string) => text.replace(/\|/g, "\\|").replace(/`/g, "'").replace(/\n/g, " ")
 const mib = (n: number | undefined) => (n === undefined ? "–" : n.toFixed(0))
 const bytes = (n: number) =>
   n >= 1024 * 1024 * 1024
@@ -479,72 +344,109 @@ const bytes = (n: number) =>
     ? `${(n / 1024 / 1024).toFixed(1)} MiB`
     : `${(n / 1024).toFixed(1)} KiB`
 
+const exitOf = (o: Observation) =>
+  o.exit.killed ? "killed (hung)" : o.exit.signal !== null ? o.exit.signal : String(o.exit.code)
+
 const table = (rows: ReadonlyArray<Row>) =>
   [
-    `| mode | peak RSS MiB | RSS MiB at ${DurationSeconds / 4} / ${DurationSeconds / 2} / ${
-      DurationSeconds * 3 / 4
-    } s / last | wall s | exit | defect? | synced, changes | lists, watches, bytes served | first log line |`,
-    "|---|---:|---|---:|---:|:---:|---|---|---|",
+    "| row | s | must | did | verdict | peak RSS MiB | RSS MiB at ¼ / ½ / ¾ / last | wall s | exit | paged lists, streaming lists, watches, bytes served | first warning |",
+    "|---|---:|---|---|---|---:|---|---:|---:|---|---|",
     ...rows.map((r) =>
-      `| ${r.mode.id} | ${r.peakMiB.toFixed(0)} | ${r.rssAt.map(mib).join(" / ")} | ${
-        r.wallS.toFixed(1)
-      } | ${r.exit} | ${r.defect ? "**yes**" : "no"} | ${
-        r.synced ? "synced" : "not synced"
-      }, ${r.changes} | ${r.counts.lists}, ${r.counts.watches}, ${bytes(r.counts.bytes)} | ${cell(r.logLine)} |`
+      `| ${r.mode.id} / ${r.kind} | ${r.durationS} | ${cell(expected(r.mode.expect[r.kind]!))} | ${
+        cell(did(r.observation))
+      } | ${r.verdict.pass ? "PASS" : `**FAIL**: ${cell(r.verdict.failures.join("; "))}`} | ${
+        r.observation.peakRssMiB.toFixed(0)
+      } | ${r.rssAt.map(mib).join(" / ")} | ${r.wallS.toFixed(1)} | ${
+        exitOf(r.observation)
+      } | ${r.served.pagedLists}, ${r.served.streamingLists}, ${r.served.watches}, ${bytes(r.served.bytes)} | ${
+        cell(r.logLine)
+      } |`
     )
   ].join("\n")
 
+/** `mode` (each list path it applies to) or `mode/kind`, comma-separated. */
+const rowsNamed = (text: string | undefined) =>
+  text === undefined ? undefined : new Set(text.split(",").map((s) => s.trim()).filter((s) => s !== ""))
+
 const main = async () => {
-  const onlyAt = process.argv.indexOf("--only")
-  const only = onlyAt === -1 ? undefined : new Set((process.argv[onlyAt + 1] ?? "").split(","))
-  const chosen = modes.filter((m) => only === undefined || only.has(m.id))
-  if (chosen.length === 0) throw new Error(`no such mode; the modes: ${modes.map((m) => m.id).join(", ")}`)
+  const only = rowsNamed(argOf("--only"))
+  const skip = rowsNamed(argOf("--skip")) ?? new Set<string>()
+  const named = (set: ReadonlySet<string>, mode: Mode, kind: ListKind) =>
+    set.has(mode.id) || set.has(`${mode.id}/${kind}`)
+  const chosen = modes.flatMap((mode) =>
+    (["paged", "stream"] as const)
+      .filter((kind) => mode.expect[kind] !== undefined)
+      .filter((kind) =>
+        (only === undefined ? mode.onlyWhenNamed === undefined : named(only, mode, kind)) && !named(skip, mode, kind)
+      )
+      .map((kind) => ({ mode, kind }))
+  )
+  const left = only === undefined ? modes.filter((m) => m.onlyWhenNamed !== undefined) : []
+  if (chosen.length === 0) {
+    throw new Error(
+      `no such row; the rows: ${
+        modes.flatMap((m) => Object.keys(m.expect).map((k) => `${m.id}/${k}`)).join(", ")
+      } (a mode's name alone picks each of its list paths)`
+    )
+  }
   const dir = mkdtempSync(Path.join(tmpdir(), "hostile-rss-"))
   const rows: Array<Row> = []
   const began = Date.now()
-  for (const mode of chosen) {
-    process.stderr.write(`${mode.id}: ${mode.what}\n`)
-    const row = await runMode(mode, dir)
+  for (const { kind, mode } of chosen) {
+    process.stderr.write(`${mode.id} / ${kind}: ${mode.what}\n`)
+    const row = await runRow(mode, kind, dir)
     process.stderr.write(
-      `  peak ${row.peakMiB.toFixed(0)} MiB, ${row.wallS.toFixed(1)} s, exit ${row.exit}; stderr in ${row.stderrFile}\n`
+      `  ${row.verdict.pass ? "PASS" : `FAIL (${row.verdict.failures.join("; ")})`}: peak ${
+        row.observation.peakRssMiB.toFixed(0)
+      } MiB, ${row.wallS.toFixed(1)} s, exit ${exitOf(row.observation)}; stderr in ${row.stderrFile}\n`
     )
     rows.push(row)
   }
   const out = table(rows)
-  process.stdout.write(out + "\n")
+  const failed = rows.filter((r) => !r.verdict.pass)
+  const summary = `${rows.length - failed.length} of ${rows.length} rows PASS` +
+    (failed.length === 0 ? "" : `; FAIL: ${failed.map((r) => `${r.mode.id}/${r.kind}`).join(", ")}`)
+  const notRun = left.map((m) => `${m.id} not run (${m.onlyWhenNamed}): \`--only ${m.id}\``).join("; ")
+  process.stdout.write(`${out}\n\n${summary}\n${notRun === "" ? "" : `${notRun}\n`}`)
+  process.stderr.write(`each row's stderr kept in ${dir}\n`)
 
-  if (only !== undefined || durationAt !== -1) return
-  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()
-  const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).trim()
-  const date = new Date().toISOString().slice(0, 10)
-  const resultsDir = Path.join(root, "test/bench/results")
-  mkdirSync(resultsDir, { recursive: true })
-  const file = Path.join(resultsDir, `${date}-hostile-rss.md`)
-  writeFileSync(
-    file,
-    [
-      `# The program against hostile apiservers, ${date}`,
-      "",
-      `\`npx tsx test/bench/hostile.ts\` at ${commit}${
-        dirty === "" ? "" : " (src/ modified)"
-      }, Node ${process.version}, ` +
-      `${
-        hasTime ? "peak RSS by /usr/bin/time (and VmHWM sampled" : "peak RSS by VmHWM sampled"
-      } every ${SampleEveryMs} ms` +
-      `${hasTime ? ")" : ""}; each mode runs \`node --import tsx src/cli/main.ts --kubeconfig K --output ndjson ` +
-      `--duration ${DurationSeconds}s\` against its own node:http server on 127.0.0.1 (token auth, namespace ${Namespace}). ` +
-      `Budgets: page ${bytes(DefaultMaxListPageBytes)}, error body ${bytes(DefaultMaxErrorBodyBytes)}, ` +
-      `${DefaultMaxListPages.toLocaleString("en")} pages, watch line ${bytes(DefaultMaxLineBytes)}. ` +
-      `Wall time ${((Date.now() - began) / 1000).toFixed(0)} s in all.`,
-      "",
-      ...chosen.map((m) => `- **${m.id}**: ${m.what}`),
-      "",
-      out,
-      ""
-    ].join("\n")
-  )
-  process.stderr.write(`written: ${Path.relative(root, file)}\n`)
-  process.stderr.write(`each mode's stderr kept in ${dir}\n`)
+  if (process.argv.includes("--write-results")) {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).trim()
+    const date = new Date().toISOString().slice(0, 10)
+    const resultsDir = Path.join(root, "test/bench/results")
+    mkdirSync(resultsDir, { recursive: true })
+    const file = Path.join(resultsDir, `${date}-hostile-rss.md`)
+    writeFileSync(
+      file,
+      [
+        `# The program against hostile apiservers, ${date}`,
+        "",
+        `\`npx tsx test/bench/hostile.ts ${process.argv.slice(2).join(" ")}\` at ${commit}${
+          dirty === "" ? "" : " (src/ modified)"
+        }, Node ${process.version}, ` +
+        `${
+          hasTime ? "peak RSS by /usr/bin/time (and VmHWM sampled" : "peak RSS by VmHWM sampled"
+        } every ${SampleEveryMs} ms` +
+        `${hasTime ? ")" : ""}; each row runs \`node --import tsx src/cli/main.ts --kubeconfig K --output ndjson ` +
+        `--duration <s>s --log-format json --metrics-address 127.0.0.1:0 --list-mode paged|auto\` against its own ` +
+        `node:http server on 127.0.0.1 (token auth, namespace ${Namespace}); what it did is read from its /metrics ` +
+        `and /healthz every ${ScrapeEveryMs} ms. Budgets: page ${bytes(DefaultMaxListPageBytes)}, error body ` +
+        `${bytes(DefaultMaxErrorBodyBytes)}, ${DefaultMaxListPages.toLocaleString("en")} pages, ` +
+        `${DefaultMaxListItems.toLocaleString("en")} objects a list, watch line ${bytes(DefaultMaxLineBytes)}. ` +
+        `Wall time ${((Date.now() - began) / 1000).toFixed(0)} s in all.`,
+        "",
+        ...[...new Set(chosen.map((c) => c.mode))].map((m) => `- **${m.id}**: ${m.what}`),
+        "",
+        out,
+        "",
+        summary,
+        ""
+      ].join("\n")
+    )
+    process.stderr.write(`written: ${Path.relative(root, file)}\n`)
+  }
+  if (failed.length > 0) process.exitCode = 1
 }
 
 await main()
