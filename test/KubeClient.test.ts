@@ -493,6 +493,30 @@ describe("KubeClient.listAll", () => {
       expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c2"])
     }))
 
+  it.scoped("2. a list whose resourceVersion is empty is malformed, never a point to resume from (`resourceVersion=` is \"from now\")", () =>
+    Effect.gen(function*() {
+      // Only a server that breaks the API contract sends it: a proxy, an aggregated API, a bug.
+      const fx = yield* pagesByToken({
+        "": { metadata: { resourceVersion: "", continue: "c1" }, items: [sandbox("a", "1")] },
+        c1: { metadata: { resourceVersion: "101", continue: "" }, items: [sandbox("b", "2")] }
+      })
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error._tag).toBe("KubeMalformedBodyError")
+      expect(error).toMatchObject({ method: "GET", path: `${Collection}?limit=1` })
+      expect(error.message).toContain("an empty metadata.resourceVersion")
+      expect(error.message).toContain("\"from now\"")
+      // The same for one page, and for a list of one page only.
+      const one = yield* pagesByToken({ "": { metadata: { resourceVersion: "" }, items: [] } })
+      const oneClient = yield* clientFor(one.url)
+      expect((yield* failure(oneClient.list(SandboxResource, Sandbox, { namespace: "ns" })))._tag).toBe(
+        "KubeMalformedBodyError"
+      )
+      expect((yield* failure(oneClient.listAll(SandboxResource, Sandbox, { namespace: "ns" })))._tag).toBe(
+        "KubeMalformedBodyError"
+      )
+    }))
+
   it.scoped("fails on a 410 for the first page: that is the resourceVersion, not a token", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>

@@ -434,3 +434,64 @@ describe("SandboxWatch streaming lists: bounded by what the draft holds", () => 
       expect(again.options.sendInitialEvents).toBe(true)
     }))
 })
+
+describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVersion", () => {
+  const restartsFor = (reason: string) =>
+    Effect.map(Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", reason)), (state) => state.count)
+
+  // Rule 2: `resourceVersion=` means "from now"; a list landed there would miss every deletion in
+  // between. Only a server that breaks the API contract sends it.
+  it.scoped("2. a re-list that ends so is no list: malformed, the back-off, the cache kept, nobody told, a streaming list again", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), endBookmark("9"))
+      yield* watch.synced
+      const a = yield* subscribe(watch.changes("a"))
+      const b = yield* subscribe(watch.changes("b"))
+      const malformedBefore = yield* restartsFor("malformed")
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // b is not in it: were the list taken, b would be told gone.
+      yield* relist.emit(added(sandbox("a", "11", "Ready")), endBookmark(""))
+      yield* settle
+      expect((yield* restartsFor("malformed")) - malformedBefore).toBe(1)
+      expect(yield* relist.aborted).toBe(true)
+      expect(yield* nextPause()).toBe(500)
+      expect(told(yield* watch.get("a"))).toBe("a@7:Pending")
+      expect(told(yield* watch.get("b"))).toBe("b@8:Pending")
+      expect((yield* watch.health).resourceVersion).toEqual(Option.some("9"))
+      expect(yield* a).toEqual(["a@7:Pending"])
+      expect(yield* b).toEqual(["b@8:Pending"])
+      yield* TestClock.adjust(Duration.millis(500))
+      const again = yield* kube.nextWatch
+      expect(again.options).toEqual(streamingOptions)
+    }))
+
+  it.scoped("2. a first list that ends so syncs nothing and tells nobody", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark(""))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* a).toEqual([])
+      yield* TestClock.adjust(Duration.millis(500))
+      // No proof the server cannot stream (rule 18): it streams again.
+      expect((yield* kube.nextWatch).options).toEqual(streamingOptions)
+    }))
+
+  it.scoped("2. after the end bookmark, an empty resourceVersion on a bookmark or an event is ignored: the resume is from the newest", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark("9"), bookmark(""), bookmark("12"), bookmark(""))
+      yield* w.emit(added(sandbox("c", "")))
+      yield* watch.synced
+      yield* w.end
+      const resumed = yield* kube.nextWatch
+      expect(resumed.options.resourceVersion).toBe("12")
+    }))
+})

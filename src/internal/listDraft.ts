@@ -13,10 +13,11 @@
  *
  * @internal
  */
-import { KubeBodyTooLargeError } from "../KubeError.ts"
+import { KubeBodyTooLargeError, KubeMalformedLineError } from "../KubeError.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
 import type { UndecodableEvent } from "../WatchEvent.ts"
 import type { FullList } from "./kubeClientTypes.ts"
+import { excerpt } from "./ndjsonLines.ts"
 
 /**
  * 100,000 objects held by one list: at the ~3.5 KB a cached Sandbox takes, ~350 MB, which keeps a
@@ -88,3 +89,21 @@ export class ListDraft<A extends HasMetadata> {
     return { items: Array.from(this.items.values()), undecodable, resourceVersion, pages, restarts }
   }
 }
+
+/**
+ * A streaming list's end bookmark with an empty resourceVersion (rule 2): no list, since a watch
+ * from `resourceVersion=` starts "from now" and would never tell the deletions in between. Only a
+ * server that breaks the API contract sends it. The excerpt is the bookmark as it was read.
+ */
+export const emptyEndBookmark = (
+  path: string,
+  annotations: Readonly<Record<string, string>>
+): KubeMalformedLineError =>
+  new KubeMalformedLineError({
+    path,
+    message: `the streaming list of ${path} ended with a bookmark whose resourceVersion is empty: there is no ` +
+      `point to watch from (resourceVersion= means "from now", and deletions in between would never be told), so ` +
+      `the list is dropped and asked again after the back-off; the server breaks the API contract (a proxy or an ` +
+      `aggregated API in front of the apiserver?)`,
+    excerpt: excerpt(`BOOKMARK resourceVersion "" annotations ${JSON.stringify(annotations)}`)
+  })

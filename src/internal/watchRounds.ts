@@ -31,7 +31,7 @@ import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
 import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
-import { DefaultMaxListItems, ListDraft } from "./listDraft.ts"
+import { DefaultMaxListItems, emptyEndBookmark, ListDraft } from "./listDraft.ts"
 import type { Listing } from "./listPaging.ts"
 import { delayOf, noSteps, resumeAnnotation, retryPolicy, RoundFailure } from "./roundPauses.ts"
 import * as WatchMachine from "./watchMachine.ts"
@@ -337,6 +337,22 @@ const watchFrom = (
                       end: WatchMachine.RoundEnd.StreamUnsupported({
                         why: "the server sent a bookmark before the end of a streaming list's initial events " +
                           "(it ignored sendInitialEvents)"
+                      })
+                    })
+                  )
+                }
+                if (event.resourceVersion === "") {
+                  // Rule 2: a list at `resourceVersion=` would watch "from now" and never tell the
+                  // deletions in between. No list: an answered failure (rule 7), the draft dropped.
+                  return Effect.fail(
+                    new RoundOver({
+                      end: WatchMachine.RoundEnd.WatchFailed({
+                        error: emptyEndBookmark(
+                          collectionPath(SandboxResource, loop.settings.namespace),
+                          event.annotations
+                        ),
+                        resourceVersion: current,
+                        heard
                       })
                     })
                   )
