@@ -7,6 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
 import type { Sandbox } from "../src/Sandbox.ts"
+import * as Telemetry from "../src/cli/Telemetry.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../src/WatchEvent.ts"
@@ -493,5 +494,30 @@ describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVe
       yield* w.end
       const resumed = yield* kube.nextWatch
       expect(resumed.options.resourceVersion).toBe("12")
+    }))
+})
+
+describe("SandboxWatch streaming lists: a list that is arriving is being heard", () => {
+  it.scoped("16. /readyz: the chunks of a long streaming re-list count as heard, so it never says the watch heard nothing", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // A large namespace over a slow link: objects arrive for five minutes, well past /readyz's limit.
+      for (let i = 0; i < 5; i++) {
+        yield* TestClock.adjust(Duration.seconds(60))
+        yield* relist.emit(added(sandbox(`s${i}`, String(10 + i))))
+        yield* settle
+      }
+      const now = yield* TestClock.currentTimeMillis
+      const health = yield* watch.health
+      expect(health.lastHeard).toEqual(Option.some(now))
+      expect(Telemetry.readiness(health, now, Duration.seconds(270))).toEqual({
+        ready: true,
+        reason: "synced, and heard from the cluster recently"
+      })
     }))
 })

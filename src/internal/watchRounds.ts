@@ -305,6 +305,8 @@ const watchFrom = (
           chunk: Chunk.Chunk<WatchEvent<Sandbox>>
         ): Effect.Effect<void, RoundOver | RoundFailure> => {
           const filling = draft!
+          // A list that is arriving is being heard (health, /readyz), though nothing is told yet.
+          counts.lastHeard = clock.unsafeCurrentTimeMillis()
           let index = 0
           let deletedUnreadable: Array<UndecodableEvent> | undefined
           for (const event of chunk) {
