@@ -1209,6 +1209,40 @@ describe("KubeClient.watch", () => {
       )
     }))
 
+  it.scoped("a streaming list's long idleTimeout becomes idleTimeoutAfterInitialEvents at its end bookmark, on the same connection", () =>
+    Effect.gen(function*() {
+      let send: (line: string) => void = () => undefined
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(line({ type: "ADDED", object: sandbox("a", "7") }))
+        send = (text) => res.write(text)
+      })
+      const { fiber, queue } = yield* watchIntoQueue(fx.url, {
+        sendInitialEvents: true,
+        idleTimeout: "1 hour",
+        idleTimeoutAfterInitialEvents: "270 seconds"
+      })
+      yield* Queue.take(queue)
+      // While the list arrives, its long limit: 20 minutes of silence is no death.
+      yield* TestClock.adjust("20 minutes")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      send(bookmarkLine("9", { "k8s.io/initial-events-end": "true" }))
+      expect((yield* Queue.take(queue)).type).toBe("BOOKMARK")
+      // Landed: a watch's limit, counted from the bookmark.
+      yield* TestClock.adjust("269 seconds")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.await(fiber)
+      const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      expect(Option.map(error, (e) => e._tag)).toEqual(Option.some("KubeWatchIdleError"))
+      expect(Option.map(error, (e) => e.message)).toEqual(
+        Option.some(expect.stringContaining("sent nothing for 4m 30s"))
+      )
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
+    }))
+
   it.scoped("interrupting the consumer aborts the request: the server sees the connection close", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) => {

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
-import type { Sandbox } from "../src/Sandbox.ts"
 import * as Telemetry from "../src/cli/Telemetry.ts"
+import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../src/WatchEvent.ts"
@@ -68,6 +68,7 @@ const streamingOptions = {
   allowWatchBookmarks: true,
   timeoutSeconds: 240,
   idleTimeout: Duration.seconds(270),
+  idleTimeoutAfterInitialEvents: Duration.seconds(270),
   acceptGzip: false
 }
 
@@ -318,6 +319,33 @@ describe("SandboxWatch streaming lists", () => {
       yield* longer.emit(errorEvent(410, "Expired", "too old resource version"))
       const relist = yield* kube.nextWatch
       expect(relist.options).toEqual(streamingOptions)
+    }))
+
+  it.scoped("4, 17. after a longer term's list lands, the connection's silence limit is rule 4's again: a dead one is noticed in 270 s, not 510 s", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const first = yield* kube.nextWatch
+      yield* first.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(240))
+      yield* first.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const longer = yield* kube.nextWatch
+      expect(longer.options.idleTimeout).toEqual(Duration.seconds(510))
+      // The list takes 400 s to arrive: within the term's limit, though past rule 4's.
+      yield* longer.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(400))
+      yield* longer.emit(added(sandbox("b", "8")), endBookmark("9"))
+      yield* watch.synced
+      // Then nothing at all: a half-open connection.
+      yield* TestClock.adjust(Duration.seconds(269))
+      yield* settle
+      expect((yield* kube.calls).filter((c) => c.verb === "watch")).toHaveLength(2)
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* settle
+      expect((yield* kube.calls).filter((c) => c.verb === "watch")).toHaveLength(3)
+      const resumed = yield* kube.nextWatch
+      expect(resumed.options.resourceVersion).toBe("9")
+      expect(resumed.options.sendInitialEvents).toBeUndefined()
     }))
 
   it.scoped("18. stream: a 422 is a failure like any other, retried with the back-off, still streaming", () =>

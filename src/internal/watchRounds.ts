@@ -204,7 +204,7 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
 /**
  * A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16), asking for
  * `term` seconds (rule 17: longer after one the server ended at its term; the idle limit grows
- * with it, the connection staying ours for as long).
+ * with it while the list arrives, and is rule 4's again once it has landed).
  */
 const watchOptions = (
   settings: WatchSettings,
@@ -233,6 +233,8 @@ const watchOptions = (
       allowWatchBookmarks: true,
       timeoutSeconds: term,
       idleTimeout: Duration.sum(settings.idleLimit, Duration.seconds(term - settings.timeoutSeconds)),
+      // Once the list has landed the connection is a watch: rule 4's limit, not the term's.
+      idleTimeoutAfterInitialEvents: settings.idleLimit,
       acceptGzip: settings.gzipStreamingLists
     }
 
