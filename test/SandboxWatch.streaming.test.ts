@@ -423,9 +423,9 @@ describe("SandboxWatch streaming lists: what comes before the end bookmark", () 
 })
 
 describe("SandboxWatch streaming lists: bounded by what the draft holds", () => {
-  const startWithBudget = (maxListItems: number) =>
+  const startWithBudget = (maxListItems: number, maxListBytes?: number) =>
     Effect.gen(function*() {
-      const kube = yield* makeScriptedKubeClientWith({ maxListItems })
+      const kube = yield* makeScriptedKubeClientWith({ maxListItems, maxListBytes })
       const scope = yield* Scope.make()
       const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "stream" }).pipe(
         Effect.provide(kube.layer),
@@ -461,6 +461,65 @@ describe("SandboxWatch streaming lists: bounded by what the draft holds", () => 
       yield* TestClock.adjust(Duration.millis(500))
       const again = yield* kube.nextWatch
       expect(again.options.sendInitialEvents).toBe(true)
+    }))
+
+  /** An object event as read off the wire: `bytes` is the length of its line. */
+  const heavy = (event: WatchEvent<Sandbox>, bytes: number): WatchEvent<Sandbox> =>
+    event.type === "ADDED" || event.type === "MODIFIED" || event.type === "DELETED" ? { ...event, bytes } : event
+
+  it.scoped("4. past maxListBytes of JSON held the streaming list is abandoned: too-large, the back-off, nothing told, the cache kept", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("old", "5")), endBookmark("6"))
+      yield* watch.synced
+      const old = yield* subscribe(watch.changes("old"))
+      const tooLargeBefore = (yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large")))
+        .count
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // Two of 400 bytes, one replaced by another of 400 (its bytes given back): 800 held, within.
+      yield* relist.emit(heavy(added(sandbox("a", "7")), 400), heavy(added(sandbox("b", "8")), 400))
+      yield* relist.emit(heavy(modified(sandbox("a", "9")), 400))
+      yield* settle
+      expect(yield* relist.aborted).toBe(false)
+      // A third: 1,200 bytes, past the budget of 1,000.
+      yield* relist.emit(heavy(added(sandbox("c", "10")), 400))
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* relist.aborted).toBe(true)
+      const restarts = yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large"))
+      expect(restarts.count - tooLargeBefore).toBe(1)
+      // Nobody told: "old" is not in the new list, but the list never landed.
+      expect(yield* old).toEqual(["old@5:Pending"])
+      expect(told(yield* watch.get("old"))).toBe("old@5:Pending")
+      yield* TestClock.adjust(Duration.millis(500))
+      expect((yield* kube.nextWatch).options.sendInitialEvents).toBe(true)
+    }))
+
+  it.scoped("2, 4. a list past its budget whose end bookmark comes in the same chunk does not land either", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(2, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), added(sandbox("c", "9")), endBookmark("10"))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* w.aborted).toBe(true)
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const again = yield* kube.nextWatch
+      yield* again.emit(heavy(added(sandbox("a", "7")), 600), heavy(added(sandbox("b", "8")), 600), endBookmark("10"))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* again.aborted).toBe(true)
+    }))
+
+  it.scoped("4. a DELETED before the end bookmark gives its name's bytes back", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(heavy(added(sandbox("a", "7")), 600), deleted(sandbox("a", "8")))
+      yield* w.emit(heavy(added(sandbox("b", "9")), 600), endBookmark("10"))
+      yield* watch.synced
+      expect((yield* watch.snapshot).size).toBe(1)
     }))
 })
 

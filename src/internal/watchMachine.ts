@@ -12,10 +12,12 @@
  *     watch from the list's resourceVersion, with bookmarks and `timeoutSeconds`.
  *  2. Every event's and bookmark's resourceVersion is kept: a resume starts from the newest. An empty
  *     one is ignored (asking `resourceVersion=` means "from now", and deletions in between would be
- *     missed).
+ *     missed). A list at an empty one (a page's, a streaming list's end bookmark) is no list: it
+ *     fails as malformed, an answered failure (rule 7).
  *  3. The server closes a watch that said something: resume at once from the newest
  *     resourceVersion, no re-list.
  *  4. Silence longer than `timeoutSeconds` plus the idle margin: the connection is dead; resume at once.
+ *     (A streaming list of a longer term, rule 17, has as much longer until its end bookmark.)
  *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the watch request:
  *     re-list. The first re-list since a watch last heard something goes at once: the server has
  *     just answered, and only a list can go on (after an outage, the 410 that ends it is the first
@@ -62,8 +64,8 @@
  *     (a consistent start) and bookmarks. Its events fill a draft, not the cache, by name
  *     (`listDraft.ts`): a name sent again replaces its entry, and a `DELETED` removes the name even
  *     when its object does not decode (a server may queue changes ahead of the end bookmark). The
- *     draft, like a paged list, holds at most `maxListItems` objects; past that the list fails as a
- *     paged one does (too large, the back-off). The bookmark annotated `k8s.io/initial-events-end`
+ *     draft, like a paged list, holds at most `maxListItems` objects and `maxListBytes` of JSON; past
+ *     either the list fails as a paged one does (too large, the back-off). The bookmark annotated `k8s.io/initial-events-end`
  *     is the list landing at its resourceVersion (rule 1's one step, rules 10, 11 and 13 as for a
  *     paged list), and the same connection goes on as the watch. Every later watch is a plain one
  *     from the newest resourceVersion: a resume never asks for the initial events again.

@@ -42,7 +42,13 @@ const watchLines = <A extends HasMetadata>(
         const result = decode(parsed.object)
         if (result._tag === "Right") {
           const object = result.right
-          out.push({ type, object, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion })
+          out.push({
+            type,
+            object,
+            name: object.metadata.name,
+            resourceVersion: object.metadata.resourceVersion,
+            bytes: line.length
+          })
         } else {
           out.push(undecodable(type, parsed.object, result.left))
         }

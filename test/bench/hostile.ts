@@ -8,6 +8,7 @@
  *   npx tsx test/bench/hostile.ts                       # every mode; writes test/bench/results/<date>-hostile-rss.md
  *   npx tsx test/bench/hostile.ts --only baseline,endless-page   # some modes; writes nothing
  *   npx tsx test/bench/hostile.ts --only endless-page --duration 90  # longer, to see RSS level off; writes nothing
+ *   npx tsx test/bench/hostile.ts --only endless-stream-large --program-args "--max-list-bytes 512Mi"  # other budgets; writes nothing
  *
  * A correct run: no defect, exit 0 at about the duration, RSS bounded by the budgets (a page
  * 128 MiB, an error body 64 KiB, 10,000 pages, a watch line 16 MiB) except where the data is
@@ -35,6 +36,11 @@ const Namespace = "ns"
 const durationAt = process.argv.indexOf("--duration")
 /** The program's `--duration`; another than 20 s (to see whether RSS levels off) writes no results file. */
 const DurationSeconds = durationAt === -1 ? 20 : Number(process.argv[durationAt + 1])
+const programArgsAt = process.argv.indexOf("--program-args")
+/** More flags for the program (another budget, to choose a default by): a run with them writes no results file. */
+const ProgramArgs = programArgsAt === -1
+  ? []
+  : (process.argv[programArgsAt + 1] ?? "").split(/\s+/).filter((a) => a !== "")
 /** Past this the child is killed and the row says so: a hang, not a slow exit. */
 const KillAfterMs = (DurationSeconds + 40) * 1000
 const SampleEveryMs = 200
@@ -157,6 +163,11 @@ const itemChunk = (() => {
   return Buffer.from(items.join(""))
 })()
 
+/** A Sandbox whose Ready condition's message is 256 KiB (etcd takes objects up to 1.5 MiB). */
+const LargeMessage = "m".repeat(256 * 1024)
+const largeSandboxJson = (name: string) =>
+  sandboxJson(name, `{"phase":"Pending","conditions":[{"type":"Ready","status":"False","message":"${LargeMessage}"}]}`)
+
 const TwoMillion = 2_000_000
 const PageOf = 500
 const smallSandbox = (i: number) =>
@@ -228,6 +239,30 @@ const modes: ReadonlyArray<Mode> = [
         return lines.join("")
       }
     })
+  },
+  {
+    id: "endless-stream-large",
+    what: "a streaming list that sends a new Sandbox with a 256 KiB condition message as ADDED for ever, never its " +
+      "end bookmark (issue 46: out of heap in 24 s before; held by its bytes: stops at maxListBytes)",
+    list: tenSandboxes,
+    watch: endlessStreamingList(() => {
+      let n = 0
+      return () => `{"type":"ADDED","object":${largeSandboxJson(`l-${n++}`)}}\n`
+    })
+  },
+  {
+    id: "endless-continue-large",
+    what: "a paged list (the streaming request refused with 422) whose pages hold 16 new Sandboxes with a 256 KiB " +
+      "condition message each, its continue never ending (stops at maxListBytes)",
+    list: (_req, res, counts) => {
+      const n = counts.lists
+      sendJson(
+        res,
+        counts,
+        listJson(Array.from({ length: 16 }, (_, i) => largeSandboxJson(`p-${n}-${i}`)), "1", `token-${n + 1}`)
+      )
+    },
+    watch: quietWatchPagedOnly
   },
   {
     id: "gigabyte-page",
@@ -379,7 +414,8 @@ const runMode = async (mode: Mode, dir: string): Promise<Row> => {
     "--output",
     "ndjson",
     "--duration",
-    `${DurationSeconds}s`
+    `${DurationSeconds}s`,
+    ...ProgramArgs
   ]
   const started = performance.now()
   const child = hasTime
@@ -513,7 +549,7 @@ const main = async () => {
   const out = table(rows)
   process.stdout.write(out + "\n")
 
-  if (only !== undefined || durationAt !== -1) return
+  if (only !== undefined || durationAt !== -1 || programArgsAt !== -1) return
   const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()
   const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).trim()
   const date = new Date().toISOString().slice(0, 10)
