@@ -30,11 +30,10 @@ import { excerpt } from "./ndjsonLines.ts"
 export const DefaultMaxListItems = 100_000
 
 /**
- * 48 MiB of JSON held by one list: the most that keeps a hostile server's endless list of large
- * objects (256 KiB each; etcd takes up to 1.5 MiB) inside the README's memory bound of about 470 MiB.
- * Measured (`npm run bench:hostile`, `test/bench/results/2026-12-08-hostile-list-bytes.md`): V8
- * collects such strings late, so a list's peak costs some three to five times what it keeps
- * (48 MiB: 458–471 MiB; 64 MiB: 481–519; 256 MiB: up to 1.3 GiB). It binds before
+ * 48 MiB of JSON held by one list: a hostile server's endless list of large objects (256 KiB each;
+ * etcd takes up to 1.5 MiB) then peaks near the README's memory bound (458–519 MiB measured), where
+ * 128 MiB passed 1 GiB: V8 frees such strings late, so a list's peak costs three to five times
+ * what it keeps (`test/bench/results/2026-12-07-hostile-list-bytes.md`). It binds before
  * `DefaultMaxListItems` for a namespace of more than ~21,000 Sandboxes of the bench's 2.3 KB
  * (managedFields cut); one that truly holds more raises it (`--max-list-bytes`).
  */
@@ -106,17 +105,16 @@ export class ListDraft<A extends HasMetadata> {
    */
   overBudget(method: string, path: string, what: "list" | "streaming list"): KubeBodyTooLargeError | undefined {
     if (this.bytes > this.maxBytes) {
+      const held = `${this.bytes} bytes in ${this.items.size} objects`
       return new KubeBodyTooLargeError({
         method,
         path,
         limit: this.maxBytes,
         unit: "bytes",
-        message:
-          `the ${what} of ${path} went past ${
-            sizeOf(this.maxBytes)
-          } of JSON held (${this.bytes} bytes in ${this.items.size} objects) without an end (objects larger than expected, or a server that ` +
-          `never finishes it); it was abandoned and is retried after the back-off (a namespace that really holds ` +
-          `that much needs KubeClientOptions.maxListBytes raised: --max-list-bytes)`
+        message: `the ${what} of ${path} went past ${sizeOf(this.maxBytes)} of JSON held (${held}) without an end ` +
+          `(objects larger than expected, or a server that never finishes it); it was abandoned and is retried ` +
+          `after the back-off (a namespace that really holds that much needs KubeClientOptions.maxListBytes ` +
+          `raised: --max-list-bytes)`
       })
     }
     if (this.held <= this.maxItems) return undefined

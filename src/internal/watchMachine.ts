@@ -65,10 +65,11 @@
  *     (`listDraft.ts`): a name sent again replaces its entry, and a `DELETED` removes the name even
  *     when its object does not decode (a server may queue changes ahead of the end bookmark). The
  *     draft, like a paged list, holds at most `maxListItems` objects and `maxListBytes` of JSON; past
- *     either the list fails as a paged one does (too large, the back-off). The bookmark annotated `k8s.io/initial-events-end`
- *     is the list landing at its resourceVersion (rule 1's one step, rules 10, 11 and 13 as for a
- *     paged list), and the same connection goes on as the watch. Every later watch is a plain one
- *     from the newest resourceVersion: a resume never asks for the initial events again.
+ *     either the list fails as a paged one does (too large, the back-off). The bookmark annotated
+ *     `k8s.io/initial-events-end` is the list landing at its resourceVersion (rule 1's one step,
+ *     rules 10, 11 and 13 as for a paged list), and the same connection goes on as the watch.
+ *     Every later watch is a plain one from the newest resourceVersion: a resume never asks for
+ *     the initial events again.
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
  *     silence, a close); never a resume from a half-known state. One the server ended at its term
