@@ -10,7 +10,7 @@ import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici
 import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, Stream } from "effect"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import type { WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
-import { DefaultMaxListItems } from "./internal/listDraft.ts"
+import { DefaultMaxListBytes, DefaultMaxListItems } from "./internal/listDraft.ts"
 import { type Listing, makeListing } from "./internal/listPaging.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import { spanAttributes } from "./internal/requestParts.ts"
@@ -30,12 +30,14 @@ export type { FullList, ListOptions, ListPage, WatchOptions, WatchPull } from ".
 export interface KubeClientLimits {
   /** The most objects one list holds (`KubeClientOptions.maxListItems`). */
   readonly maxListItems: number
+  /** The most JSON one list holds, in bytes (`KubeClientOptions.maxListBytes`); none: `DefaultMaxListBytes`. */
+  readonly maxListBytes?: number | undefined
 }
 
 export interface KubeClientService {
   /**
    * The client's list budget, for a caller that gathers a list itself (a streaming list's initial
-   * events); none: `DefaultMaxListItems`.
+   * events); none: `DefaultMaxListItems` and `DefaultMaxListBytes`.
    */
   readonly limits?: KubeClientLimits | undefined
   readonly list: Listing["list"]
@@ -136,6 +138,14 @@ export interface KubeClientOptions {
    * twice is held once. Default `DefaultMaxListItems` (100,000).
    */
   readonly maxListItems?: number
+  /**
+   * The most JSON one list holds, in bytes, paged or streamed: the length of what each object it
+   * keeps was read from (a streaming list's watch lines; a page's text shared among its objects),
+   * managedFields left out unless the schema reads them. Past it the list is abandoned with
+   * `KubeBodyTooLargeError` (unit `bytes`); a name sent again replaces its length. Default
+   * `DefaultMaxListBytes` (48 MiB).
+   */
+  readonly maxListBytes?: number
 }
 
 /**
@@ -151,7 +161,7 @@ export const DefaultMaxErrorBodyBytes = 64 * 1024
 /** 10,000 pages: an endless `continue` stops there, whatever each page holds. */
 export const DefaultMaxListPages = 10_000
 
-export { DefaultMaxListItems } from "./internal/listDraft.ts"
+export { DefaultMaxListBytes, DefaultMaxListItems } from "./internal/listDraft.ts"
 
 /**
  * 30 s for the headers: an apiserver answers a list's first page or a watch's headers in
@@ -226,7 +236,7 @@ const makeService = (
   ) => objectPath(resource, namespace, name) + (options?.subresource === "status" ? "/status" : "")
 
   return {
-    limits: { maxListItems: limits.maxListItems },
+    limits: { maxListItems: limits.maxListItems, maxListBytes: limits.maxListBytes },
     list,
     listAll,
     watch,
@@ -267,7 +277,8 @@ export const make = (
       maxListPageBytes: options.maxListPageBytes ?? DefaultMaxListPageBytes,
       maxErrorBodyBytes: options.maxErrorBodyBytes ?? DefaultMaxErrorBodyBytes,
       maxListPages: options.maxListPages ?? DefaultMaxListPages,
-      maxListItems: options.maxListItems ?? DefaultMaxListItems
+      maxListItems: options.maxListItems ?? DefaultMaxListItems,
+      maxListBytes: options.maxListBytes ?? DefaultMaxListBytes
     }
     for (const [name, value] of Object.entries(counts)) {
       if (!Number.isSafeInteger(value) || value < 1) {

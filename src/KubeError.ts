@@ -41,7 +41,10 @@ export class KubeTransportError extends Data.TaggedError("KubeTransportError")<{
   readonly reached?: "not-sent" | "no-answer" | "mid-answer" | undefined
 }> {}
 
-/** A line of a watch body that is not a watch event: bad JSON, a truncated last line, no `type`. */
+/**
+ * A line of a watch body that is not a watch event (bad JSON, a truncated last line, no `type`), or
+ * one no watch can go on from: a streaming list's end bookmark with an empty resourceVersion.
+ */
 export class KubeMalformedLineError extends Data.TaggedError("KubeMalformedLineError")<{
   readonly path: string
   readonly message: string
@@ -68,19 +71,19 @@ export class KubeWatchIdleError extends Data.TaggedError("KubeWatchIdleError")<{
 
 /**
  * An answer bigger than the client lets one be (`maxListPageBytes` for a list page or a get, or a
- * list of more pages or items than `maxListPages` / `maxListItems`): reading stopped there, rather
- * than growing memory until the process is killed.
+ * list of more pages, items or bytes of JSON held than `maxListPages` / `maxListItems` /
+ * `maxListBytes`): reading stopped there, rather than growing memory until the process is killed.
  */
 export class KubeBodyTooLargeError extends Data.TaggedError("KubeBodyTooLargeError")<{
   readonly method: string
   readonly path: string
   readonly message: string
-  /** What was passed: bytes of one body, or pages or items of one list. */
+  /** What was passed: bytes of one body or held by one list, or pages or items of one list. */
   readonly limit: number
   readonly unit: "bytes" | "pages" | "items"
 }> {}
 
-/** A list answer that is not a list (not JSON, or no `items`). */
+/** A list answer that is not a list (not JSON, no `items`), or one at an empty resourceVersion. */
 export class KubeMalformedBodyError extends Data.TaggedError("KubeMalformedBodyError")<{
   readonly method: string
   readonly path: string

@@ -11,6 +11,13 @@ export interface ObjectEvent<A> {
   readonly object: A
   readonly name: string
   readonly resourceVersion: string
+  /**
+   * The length of the watch line the object was read from, in characters (a byte each for the
+   * ASCII an apiserver sends; `metadata.managedFields` left out unless the schema reads them): what
+   * keeping the object costs, for a caller that bounds what it keeps (a streaming list's
+   * `maxListBytes`). Absent on an event that was not read off the wire.
+   */
+  readonly bytes?: number
 }
 
 /** Only `metadata.resourceVersion` (and annotations) are promised by the server. */

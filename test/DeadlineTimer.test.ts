@@ -132,4 +132,40 @@ describe("DeadlineTimer", () => {
       yield* TestClock.adjust("1 minute")
       expect(fired).toEqual([])
     }))
+
+  it.scoped("a silence limit made shorter counts from the last touch, and goes on being touched and cleared", () =>
+    Effect.gen(function*() {
+      const { armSilence, fired } = yield* started
+      // A streaming list's hour, shortened to a watch's 270 s once its list has landed.
+      const watch = armSilence("watch", 3_600_000)
+      const cleared = armSilence("cleared", 3_600_000)
+      yield* TestClock.adjust("100 seconds")
+      watch.touch()
+      watch.setLimit(270_000)
+      cleared.setLimit(270_000)
+      cleared.clear()
+      yield* TestClock.adjust("200 seconds")
+      watch.touch()
+      // 269.999 s since the last touch: not yet.
+      yield* TestClock.adjust("269999 millis")
+      expect(fired).toEqual([])
+      yield* TestClock.adjust("1 millis")
+      expect(fired).toEqual([["watch", 570_000]])
+      // Fired or cleared, a new limit changes nothing.
+      watch.setLimit(1_000)
+      cleared.setLimit(1_000)
+      yield* TestClock.adjust("2 hours")
+      expect(fired).toEqual([["watch", 570_000]])
+    }))
+
+  it.scoped("a silence limit made shorter than the silence so far fires at the timer's next look", () =>
+    Effect.gen(function*() {
+      const { armSilence, fired } = yield* started
+      const long = armSilence("long", 3_600_000)
+      yield* TestClock.adjust("10 minutes")
+      long.setLimit(60_000)
+      yield* TestClock.adjust("1 millis")
+      expect(fired.map(([name]) => name)).toEqual(["long"])
+      expect(fired[0]![1]).toBeLessThanOrEqual(600_001)
+    }))
 })

@@ -493,6 +493,30 @@ describe("KubeClient.listAll", () => {
       expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c2"])
     }))
 
+  it.scoped("2. a list whose resourceVersion is empty is malformed, never a point to resume from (`resourceVersion=` is \"from now\")", () =>
+    Effect.gen(function*() {
+      // Only a server that breaks the API contract sends it: a proxy, an aggregated API, a bug.
+      const fx = yield* pagesByToken({
+        "": { metadata: { resourceVersion: "", continue: "c1" }, items: [sandbox("a", "1")] },
+        c1: { metadata: { resourceVersion: "101", continue: "" }, items: [sandbox("b", "2")] }
+      })
+      const client = yield* clientFor(fx.url)
+      const error = yield* failure(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error._tag).toBe("KubeMalformedBodyError")
+      expect(error).toMatchObject({ method: "GET", path: `${Collection}?limit=1` })
+      expect(error.message).toContain("an empty metadata.resourceVersion")
+      expect(error.message).toContain("\"from now\"")
+      // The same for one page, and for a list of one page only.
+      const one = yield* pagesByToken({ "": { metadata: { resourceVersion: "" }, items: [] } })
+      const oneClient = yield* clientFor(one.url)
+      expect((yield* failure(oneClient.list(SandboxResource, Sandbox, { namespace: "ns" })))._tag).toBe(
+        "KubeMalformedBodyError"
+      )
+      expect((yield* failure(oneClient.listAll(SandboxResource, Sandbox, { namespace: "ns" })))._tag).toBe(
+        "KubeMalformedBodyError"
+      )
+    }))
+
   it.scoped("fails on a 410 for the first page: that is the resourceVersion, not a token", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>
@@ -891,9 +915,16 @@ describe("KubeClient.watch", () => {
         type: "ADDED",
         object: decoded("a", "10", "Pending"),
         name: "a",
-        resourceVersion: "10"
+        resourceVersion: "10",
+        bytes: expect.any(Number)
       })
-      expect(events[1]).toEqual({ type: "MODIFIED", object: decoded("a", "11"), name: "a", resourceVersion: "11" })
+      expect(events[1]).toEqual({
+        type: "MODIFIED",
+        object: decoded("a", "11"),
+        name: "a",
+        resourceVersion: "11",
+        bytes: expect.any(Number)
+      })
       expect(events[2]).toMatchObject({ type: "UNDECODABLE", eventType: "MODIFIED", name: "b", resourceVersion: "12" })
       expect((events[2] as Extract<WatchEvent<Sandbox>, { type: "UNDECODABLE" }>).problem).toBe(
         "status.phase: Expected string, actual {\"no\":1}"
@@ -903,7 +934,13 @@ describe("KubeClient.watch", () => {
         resourceVersion: "13",
         annotations: { "k8s.io/initial-events-end": "true" }
       })
-      expect(events[4]).toEqual({ type: "DELETED", object: decoded("a", "14"), name: "a", resourceVersion: "14" })
+      expect(events[4]).toEqual({
+        type: "DELETED",
+        object: decoded("a", "14"),
+        name: "a",
+        resourceVersion: "14",
+        bytes: expect.any(Number)
+      })
       expect(events[5]).toEqual({ type: "BOOKMARK", resourceVersion: "186", annotations: {} })
       expect(events[6]).toEqual({
         type: "ERROR",
@@ -997,7 +1034,13 @@ describe("KubeClient.watch", () => {
       expect(yield* Fiber.join(fiber)).toBeUndefined()
       const rest = Chunk.toReadonlyArray(yield* Queue.takeAll(queue))
       expect(rest).toEqual([
-        { type: "ADDED", object: decoded("café-🦀", "20"), name: "café-🦀", resourceVersion: "20" },
+        {
+          type: "ADDED",
+          object: decoded("café-🦀", "20"),
+          name: "café-🦀",
+          resourceVersion: "20",
+          bytes: expect.any(Number)
+        },
         { type: "BOOKMARK", resourceVersion: "21", annotations: {} }
       ])
     }))
@@ -1221,6 +1264,40 @@ describe("KubeClient.watch", () => {
       expect(Exit.isFailure(exit) && Cause.failureOption(exit.cause).pipe(Option.map((e) => e._tag))).toEqual(
         Option.some("KubeWatchIdleError")
       )
+    }))
+
+  it.scoped("a streaming list's long idleTimeout becomes idleTimeoutAfterInitialEvents at its end bookmark, on the same connection", () =>
+    Effect.gen(function*() {
+      let send: (line: string) => void = () => undefined
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.write(line({ type: "ADDED", object: sandbox("a", "7") }))
+        send = (text) => res.write(text)
+      })
+      const { fiber, queue } = yield* watchIntoQueue(fx.url, {
+        sendInitialEvents: true,
+        idleTimeout: "1 hour",
+        idleTimeoutAfterInitialEvents: "270 seconds"
+      })
+      yield* Queue.take(queue)
+      // While the list arrives, its long limit: 20 minutes of silence is no death.
+      yield* TestClock.adjust("20 minutes")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      send(bookmarkLine("9", { "k8s.io/initial-events-end": "true" }))
+      expect((yield* Queue.take(queue)).type).toBe("BOOKMARK")
+      // Landed: a watch's limit, counted from the bookmark.
+      yield* TestClock.adjust("269 seconds")
+      yield* Effect.yieldNow()
+      expect(fiber.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.await(fiber)
+      const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+      expect(Option.map(error, (e) => e._tag)).toEqual(Option.some("KubeWatchIdleError"))
+      expect(Option.map(error, (e) => e.message)).toEqual(
+        Option.some(expect.stringContaining("sent nothing for 4m 30s"))
+      )
+      yield* Effect.promise(() => fx.seen[0]!.abandoned)
     }))
 
   it.scoped("interrupting the consumer aborts the request: the server sees the connection close", () =>
@@ -1675,6 +1752,68 @@ describe("KubeClient: every body bounded", () => {
       const client = yield* clientFor(fx.url, { maxListItems: 20 })
       const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns" }))
       expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 20, unit: "items" })
+    }))
+
+  /** A Sandbox whose Ready condition's message is `size` characters: kept by the schema, as a server's bloat would be. */
+  const heavy = (name: string, resourceVersion: string, size: number) => ({
+    apiVersion: "jr2.dev/v1alpha1",
+    kind: "Sandbox",
+    metadata: { name, namespace: "ns", resourceVersion },
+    status: { phase: "Pending", conditions: [{ type: "Ready", status: "False", message: "m".repeat(size) }] }
+  })
+
+  it.scoped("a list holding more JSON than maxListBytes is abandoned: a typed error in bytes that names the flag", () =>
+    Effect.gen(function*() {
+      let served = 0
+      const fx = yield* fixture((_req, res) => {
+        served++
+        // 10 KB objects, one a page, the continue token never ending: 5 pages pass a 40,000-byte budget.
+        sendJson(res, 200, {
+          kind: "SandboxList",
+          metadata: { resourceVersion: "1", continue: `token-${served}` },
+          items: [heavy(`s${served}`, String(served), 10_000)]
+        })
+      })
+      const client = yield* clientFor(fx.url, { maxListBytes: 40_000, maxListPages: 50 })
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 40_000, unit: "bytes" })
+      expect(error.message).toContain("went past 39.1 KiB (40000 bytes) of JSON held")
+      expect(error.message).toContain("bytes in 4 objects")
+      expect(error.message).toContain("KubeClientOptions.maxListBytes raised: --max-list-bytes")
+      // Four pages held, the fifth past the budget, and the one asked ahead: then nothing more.
+      expect(served).toBeLessThanOrEqual(6)
+    }))
+
+  it.scoped("a name sent again gives its bytes back: pages that repeat large objects stay within maxListBytes", () =>
+    Effect.gen(function*() {
+      const fx = yield* pagesByToken({
+        "": { metadata: { resourceVersion: "100", continue: "c1" }, items: [heavy("a", "1", 10_000)] },
+        c1: { metadata: { resourceVersion: "101", continue: "c2" }, items: [heavy("a", "2", 10_000)] },
+        c2: { metadata: { resourceVersion: "102", continue: "c3" }, items: [heavy("a", "3", 10_000)] },
+        c3: { metadata: { resourceVersion: "103", continue: "" }, items: [heavy("b", "4", 10_000)] }
+      })
+      const client = yield* clientFor(fx.url, { maxListBytes: 25_000 })
+      const all = yield* client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 })
+      expect(all.items.map((s) => `${s.metadata.name}@${s.metadata.resourceVersion}`)).toEqual(["a@3", "b@4"])
+    }))
+
+  it.scoped("a watch event carries the length of the line its object was read from, managedFields left out", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(
+          line({ type: "ADDED", object: sandbox("a", "7") }) + line({ type: "ADDED", object: heavy("b", "8", 5_000) })
+        )
+      })
+      const client = yield* clientFor(fx.url)
+      const events = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(client.watch(SandboxResource, Sandbox, { namespace: "ns" }))
+      )
+      const { managedFields: _cut, ...metadata } = sandbox("a", "7").metadata
+      expect(events.map((e) => (e.type === "ADDED" ? e.bytes : undefined))).toEqual([
+        JSON.stringify({ type: "ADDED", object: { ...sandbox("a", "7"), metadata } }).length,
+        JSON.stringify({ type: "ADDED", object: heavy("b", "8", 5_000) }).length
+      ])
     }))
 
   it.scoped("a 200 HTML page or an unasked-for gzip body names its content-type and content-encoding", () =>

@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Exit, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
+import * as Telemetry from "../src/cli/Telemetry.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
@@ -67,6 +68,7 @@ const streamingOptions = {
   allowWatchBookmarks: true,
   timeoutSeconds: 240,
   idleTimeout: Duration.seconds(270),
+  idleTimeoutAfterInitialEvents: Duration.seconds(270),
   acceptGzip: false
 }
 
@@ -326,6 +328,33 @@ describe("SandboxWatch streaming lists", () => {
       expect(relist.options).toEqual(streamingOptions)
     }))
 
+  it.scoped("4, 17. after a longer term's list lands, the connection's silence limit is rule 4's again: a dead one is noticed in 270 s, not 510 s", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const first = yield* kube.nextWatch
+      yield* first.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(240))
+      yield* first.end
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const longer = yield* kube.nextWatch
+      expect(longer.options.idleTimeout).toEqual(Duration.seconds(510))
+      // The list takes 400 s to arrive: within the term's limit, though past rule 4's.
+      yield* longer.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(400))
+      yield* longer.emit(added(sandbox("b", "8")), endBookmark("9"))
+      yield* watch.synced
+      // Then nothing at all: a half-open connection.
+      yield* TestClock.adjust(Duration.seconds(269))
+      yield* settle
+      expect((yield* kube.calls).filter((c) => c.verb === "watch")).toHaveLength(2)
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* settle
+      expect((yield* kube.calls).filter((c) => c.verb === "watch")).toHaveLength(3)
+      const resumed = yield* kube.nextWatch
+      expect(resumed.options.resourceVersion).toBe("9")
+      expect(resumed.options.sendInitialEvents).toBeUndefined()
+    }))
+
   it.scoped("18. stream: a 422 is a failure like any other, retried with the back-off, still streaming", () =>
     Effect.gen(function*() {
       const { kube } = yield* start("stream")
@@ -401,9 +430,9 @@ describe("SandboxWatch streaming lists: what comes before the end bookmark", () 
 })
 
 describe("SandboxWatch streaming lists: bounded by what the draft holds", () => {
-  const startWithBudget = (maxListItems: number) =>
+  const startWithBudget = (maxListItems: number, maxListBytes?: number) =>
     Effect.gen(function*() {
-      const kube = yield* makeScriptedKubeClientWith({ maxListItems })
+      const kube = yield* makeScriptedKubeClientWith({ maxListItems, maxListBytes })
       const scope = yield* Scope.make()
       const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "stream" }).pipe(
         Effect.provide(kube.layer),
@@ -439,5 +468,150 @@ describe("SandboxWatch streaming lists: bounded by what the draft holds", () => 
       yield* TestClock.adjust(Duration.millis(500))
       const again = yield* kube.nextWatch
       expect(again.options.sendInitialEvents).toBe(true)
+    }))
+
+  /** An object event as read off the wire: `bytes` is the length of its line. */
+  const heavy = (event: WatchEvent<Sandbox>, bytes: number): WatchEvent<Sandbox> =>
+    event.type === "ADDED" || event.type === "MODIFIED" || event.type === "DELETED" ? { ...event, bytes } : event
+
+  it.scoped("4. past maxListBytes of JSON held the streaming list is abandoned: too-large, the back-off, nothing told, the cache kept", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("old", "5")), endBookmark("6"))
+      yield* watch.synced
+      const old = yield* subscribe(watch.changes("old"))
+      const tooLargeBefore = (yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large")))
+        .count
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // Two of 400 bytes, one replaced by another of 400 (its bytes given back): 800 held, within.
+      yield* relist.emit(heavy(added(sandbox("a", "7")), 400), heavy(added(sandbox("b", "8")), 400))
+      yield* relist.emit(heavy(modified(sandbox("a", "9")), 400))
+      yield* settle
+      expect(yield* relist.aborted).toBe(false)
+      // A third: 1,200 bytes, past the budget of 1,000.
+      yield* relist.emit(heavy(added(sandbox("c", "10")), 400))
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* relist.aborted).toBe(true)
+      const restarts = yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large"))
+      expect(restarts.count - tooLargeBefore).toBe(1)
+      // Nobody told: "old" is not in the new list, but the list never landed.
+      expect(yield* old).toEqual(["old@5:Pending"])
+      expect(told(yield* watch.get("old"))).toBe("old@5:Pending")
+      yield* TestClock.adjust(Duration.millis(500))
+      expect((yield* kube.nextWatch).options.sendInitialEvents).toBe(true)
+    }))
+
+  it.scoped("2, 4. a list past its budget whose end bookmark comes in the same chunk does not land either", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(2, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), added(sandbox("c", "9")), endBookmark("10"))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* w.aborted).toBe(true)
+      yield* TestClock.adjust(Duration.millis(yield* nextPause()))
+      const again = yield* kube.nextWatch
+      yield* again.emit(heavy(added(sandbox("a", "7")), 600), heavy(added(sandbox("b", "8")), 600), endBookmark("10"))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* again.aborted).toBe(true)
+    }))
+
+  it.scoped("4. a DELETED before the end bookmark gives its name's bytes back", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      yield* w.emit(heavy(added(sandbox("a", "7")), 600), deleted(sandbox("a", "8")))
+      yield* w.emit(heavy(added(sandbox("b", "9")), 600), endBookmark("10"))
+      yield* watch.synced
+      expect((yield* watch.snapshot).size).toBe(1)
+    }))
+})
+
+describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVersion", () => {
+  const restartsFor = (reason: string) =>
+    Effect.map(Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", reason)), (state) => state.count)
+
+  // Rule 2: `resourceVersion=` means "from now"; a list landed there would miss every deletion in
+  // between. Only a server that breaks the API contract sends it.
+  it.scoped("2. a re-list that ends so is no list: malformed, the back-off, the cache kept, nobody told, a streaming list again", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), added(sandbox("b", "8")), endBookmark("9"))
+      yield* watch.synced
+      const a = yield* subscribe(watch.changes("a"))
+      const b = yield* subscribe(watch.changes("b"))
+      const malformedBefore = yield* restartsFor("malformed")
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // b is not in it: were the list taken, b would be told gone.
+      yield* relist.emit(added(sandbox("a", "11", "Ready")), endBookmark(""))
+      yield* settle
+      expect((yield* restartsFor("malformed")) - malformedBefore).toBe(1)
+      expect(yield* relist.aborted).toBe(true)
+      expect(yield* nextPause()).toBe(500)
+      expect(told(yield* watch.get("a"))).toBe("a@7:Pending")
+      expect(told(yield* watch.get("b"))).toBe("b@8:Pending")
+      expect((yield* watch.health).resourceVersion).toEqual(Option.some("9"))
+      expect(yield* a).toEqual(["a@7:Pending"])
+      expect(yield* b).toEqual(["b@8:Pending"])
+      yield* TestClock.adjust(Duration.millis(500))
+      const again = yield* kube.nextWatch
+      expect(again.options).toEqual(streamingOptions)
+    }))
+
+  it.scoped("2. a first list that ends so syncs nothing and tells nobody", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark(""))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* nextPause()).toBe(500)
+      expect(yield* a).toEqual([])
+      yield* TestClock.adjust(Duration.millis(500))
+      // No proof the server cannot stream (rule 18): it streams again.
+      expect((yield* kube.nextWatch).options).toEqual(streamingOptions)
+    }))
+
+  it.scoped("2. after the end bookmark, an empty resourceVersion on a bookmark or an event is ignored: the resume is from the newest", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark("9"), bookmark(""), bookmark("12"), bookmark(""))
+      yield* w.emit(added(sandbox("c", "")))
+      yield* watch.synced
+      yield* w.end
+      const resumed = yield* kube.nextWatch
+      expect(resumed.options.resourceVersion).toBe("12")
+    }))
+})
+
+describe("SandboxWatch streaming lists: a list that is arriving is being heard", () => {
+  it.scoped("16. /readyz: the chunks of a long streaming re-list count as heard, so it never says the watch heard nothing", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // A large namespace over a slow link: objects arrive for five minutes, well past /readyz's limit.
+      for (let i = 0; i < 5; i++) {
+        yield* TestClock.adjust(Duration.seconds(60))
+        yield* relist.emit(added(sandbox(`s${i}`, String(10 + i))))
+        yield* settle
+      }
+      const now = yield* TestClock.currentTimeMillis
+      const health = yield* watch.health
+      expect(health.lastHeard).toEqual(Option.some(now))
+      expect(Telemetry.readiness(health, now, Duration.seconds(270))).toEqual({
+        ready: true,
+        reason: "synced, and heard from the cluster recently"
+      })
     }))
 })

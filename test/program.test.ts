@@ -268,6 +268,48 @@ describe("sandbox-watch's client limits as flags", () => {
   )
 })
 
+describe("sandbox-watch --max-list-bytes", () => {
+  it.scopedLive(
+    "reaches the client: a streaming list holding more is abandoned, said with the budget and the flag, nothing synced or told",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* Sim.SimulatedApiServer
+        // Two Sandboxes of about 3 KiB each: past a budget of 4 KiB together, within it alone.
+        for (const name of ["a", "b"]) {
+          yield* server.create(
+            sandbox(name, {
+              phase: "Pending",
+              conditions: [{ type: "Ready", status: "False", message: "m".repeat(3000) }]
+            })
+          )
+        }
+        const dir = yield* tempDir
+        const kubeconfig = join(dir, "kubeconfig")
+        writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
+        const program = yield* Program.start(
+          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream", "--max-list-bytes", "4KiB"],
+          { HOME: dir }
+        )
+        const at = yield* program.awaitStderr((line) => line.includes("went past 4 KiB (4096 bytes) of JSON held"))
+        const said = (yield* program.stderr)[at]!
+        expect(said).toContain("--max-list-bytes")
+        expect(said).toContain("too-large")
+        yield* program.kill("SIGTERM")
+        expect(yield* program.exited).toStrictEqual({ code: 0, signal: null })
+        expect(yield* program.stdout).toEqual([])
+      }).pipe(Effect.provide(Sim.layer({ resource: SandboxResource, namespace: "ns", token: Token }))),
+    ProcessTimeout
+  )
+
+  it.scopedLive("one that is not a size is a usage error: exit 2, naming the flag", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const program = yield* Program.start(["--demo", "--max-list-bytes", "lots"], { HOME: dir })
+      expect((yield* program.exited).code).toBe(2)
+      expect((yield* program.stderr).join("\n")).toContain(`--max-list-bytes "lots": not a byte count`)
+    }), ProcessTimeout)
+})
+
 describe("sandbox-watch with no cluster configured", () => {
   it.scopedLive(
     "runs the demo, says so on stderr's first line, and stops after --duration with exit 0",

@@ -75,6 +75,7 @@ export interface Flags {
   readonly maxLineBytes: Option.Option<number>
   readonly maxListPageBytes: Option.Option<number>
   readonly maxListItems: Option.Option<number>
+  readonly maxListBytes: Option.Option<number>
   readonly listMode: "auto" | "stream" | "paged"
   readonly gzipStreamingLists: boolean
 }
@@ -96,9 +97,10 @@ export const namespaceProblem = (name: string): Option.Option<string> =>
       "not a namespace name: lower-case letters, digits and '-', starting and ending with a letter or digit"
     )
 
-/** A byte count: a whole number, or one with a binary suffix (`16Mi`, `512Ki`, `1Gi`). */
+/** A byte count: a whole number, or one with a binary suffix (`16Mi`, `512Ki`, `1Gi`; `512MiB` too). */
 export const parseBytes = (text: string): Option.Option<number> => {
-  const match = /^(\d+)(Ki|Mi|Gi)?$/.exec(text.trim())
+  // `512Mi` as Kubernetes writes a quantity, or `512MiB` as people write a size: the same.
+  const match = /^(\d+)(Ki|Mi|Gi)?B?$/.exec(text.trim())
   if (match === null) return Option.none()
   const n = Number(match[1]) *
     (match[2] === "Gi" ? 2 ** 30 : match[2] === "Mi" ? 2 ** 20 : match[2] === "Ki" ? 2 ** 10 : 1)
@@ -269,7 +271,8 @@ const flags = {
   ),
   maxLineBytes: bytesFlag(Usage.Flags.maxLineBytes),
   maxListPageBytes: bytesFlag(Usage.Flags.maxListPageBytes),
-  maxListItems: countFlag(Usage.Flags.maxListItems)
+  maxListItems: countFlag(Usage.Flags.maxListItems),
+  maxListBytes: bytesFlag(Usage.Flags.maxListBytes)
 }
 
 const capitalize = (word: string) => word.charAt(0).toUpperCase() + word.slice(1)
@@ -428,7 +431,8 @@ const clientOptions = (f: Flags): KubeClient.KubeClientOptions => ({
   ...Option.match(f.bodyTimeout, { onNone: () => ({}), onSome: (bodyTimeout) => ({ bodyTimeout }) }),
   ...Option.match(f.maxLineBytes, { onNone: () => ({}), onSome: (maxLineBytes) => ({ maxLineBytes }) }),
   ...Option.match(f.maxListPageBytes, { onNone: () => ({}), onSome: (maxListPageBytes) => ({ maxListPageBytes }) }),
-  ...Option.match(f.maxListItems, { onNone: () => ({}), onSome: (maxListItems) => ({ maxListItems }) })
+  ...Option.match(f.maxListItems, { onNone: () => ({}), onSome: (maxListItems) => ({ maxListItems }) }),
+  ...Option.match(f.maxListBytes, { onNone: () => ({}), onSome: (maxListBytes) => ({ maxListBytes }) })
 })
 
 const watchLayer = (namespace: string, f: Flags) =>

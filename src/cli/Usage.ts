@@ -113,7 +113,7 @@ export const Flags = {
     name: "max-line-bytes",
     value: "bytes",
     description:
-      "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
+      "The longest watch event accepted, e.g. `16Mi` (Ki, Mi, Gi, KiB, MiB, GiB or plain bytes); a longer one is refused, not buffered. Default: `16Mi`."
   },
   maxListPageBytes: {
     name: "max-list-page-bytes",
@@ -126,6 +126,12 @@ export const Flags = {
     value: "count",
     description:
       "The most Sandboxes one list (paged or streamed) holds; past it the list fails and is tried again after a back-off. Raise it only for a namespace that really holds more. Default: `100000`."
+  },
+  maxListBytes: {
+    name: "max-list-bytes",
+    value: "bytes",
+    description:
+      "The most JSON one list (paged or streamed) holds, e.g. `512Mi` (the length each Sandbox it keeps was read from, managedFields left out); past it the list fails and is tried again after a back-off. Raise it for a namespace that really holds that much (about 21,000 Sandboxes of 2.3 KB); a list this large costs several times as much memory while it lasts. Default: `48Mi`."
   }
 } as const satisfies Record<string, FlagDoc>
 

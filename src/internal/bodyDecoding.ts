@@ -122,6 +122,15 @@ export const toListPage = <A extends HasMetadata>(
   const metadata = isRecord(body.metadata) ? body.metadata : undefined
   const resourceVersion = metadata?.resourceVersion
   if (typeof resourceVersion !== "string") return malformed("a list without metadata.resourceVersion")
+  // Rule 2: a watch from `resourceVersion=` starts "from now", and whatever went in between (a
+  // deletion) would never be told. Only a server that breaks the API contract sends it.
+  if (resourceVersion === "") {
+    return malformed(
+      "a list with an empty metadata.resourceVersion: there is no point to watch from (resourceVersion= means " +
+        "\"from now\", and deletions in between would never be told), so the list is abandoned and retried after " +
+        "the back-off; the server breaks the API contract (a proxy or an aggregated API in front of the apiserver?)"
+    )
+  }
   const items: Array<A> = []
   const bad: Array<UndecodableEvent> = []
   for (const item of rawItems ?? []) {

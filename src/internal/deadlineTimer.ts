@@ -28,6 +28,11 @@ export interface Deadline {
 /** A limit on silence: each `touch` (something arrived) starts the silence again. */
 export interface SilenceLimit extends Deadline {
   readonly touch: () => void
+  /**
+   * From now on silence may last `millis`, still counted from the last touch (a streaming list's
+   * long limit goes back to a watch's once its list has landed). Nothing, once fired or cleared.
+   */
+  readonly setLimit: (millis: number) => void
 }
 
 class Entry {
@@ -97,24 +102,34 @@ export class DeadlineTimer {
    * yet: then it is the reader that is slow, not the sender silent, and the silence starts again.
    */
   armSilence(millis: number, expire: () => void, pending?: () => boolean): SilenceLimit {
-    const entry = this.add(millis, expire)
+    let entry = this.add(millis, expire)
     entry.lastActivity = entry.at - millis
     entry.pending = pending
     return {
       clear: () => entry.lane.unlink(entry),
       touch: () => {
         entry.lastActivity = this.clock.unsafeCurrentTimeMillis()
+      },
+      setLimit: (next) => {
+        if (!entry.linked || next === entry.lane.millis) return
+        // A lane holds one duration: the limit moves to the lane of its new one.
+        entry.lane.unlink(entry)
+        const lastActivity = entry.lastActivity!
+        entry = this.add(next, expire, lastActivity + next)
+        entry.lastActivity = lastActivity
+        entry.pending = pending
       }
     }
   }
 
-  private add(millis: number, expire: () => void): Entry {
+  /** A deadline `millis` long in its lane, due at `at` (by default `millis` from now). */
+  private add(millis: number, expire: () => void, at = this.clock.unsafeCurrentTimeMillis() + millis): Entry {
     let lane = this.lanes.get(millis)
     if (lane === undefined) {
       lane = new Lane(millis)
       this.lanes.set(millis, lane)
     }
-    const entry = new Entry(lane, this.clock.unsafeCurrentTimeMillis() + millis, expire)
+    const entry = new Entry(lane, at, expire)
     lane.insert(entry)
     if (entry.at < this.looksAt) {
       this.looksAt = entry.at

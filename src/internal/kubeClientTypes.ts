@@ -37,6 +37,14 @@ export interface WatchOptions {
    * and sends bookmarks meanwhile, so a little more than `timeoutSeconds` is a safe limit.
    */
   readonly idleTimeout?: Duration.DurationInput
+  /**
+   * A streaming list's (`sendInitialEvents`) silence limit once its bookmark annotated
+   * `k8s.io/initial-events-end` has arrived, on the same connection; `idleTimeout` is the limit
+   * until then. A list asked for with a long term needs a long limit while it arrives, but the
+   * watch that goes on after it should be noticed dead as soon as any other. Absent: `idleTimeout`
+   * throughout.
+   */
+  readonly idleTimeoutAfterInitialEvents?: Duration.DurationInput
 }
 
 /**

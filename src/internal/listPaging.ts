@@ -1,7 +1,7 @@
 /** The client's lists: one page, or all of them with the next page asked for ahead. */
 import { Effect, Either, Fiber, Option, type Schema } from "effect"
 import type { KubeClientError } from "../KubeError.ts"
-import { isExpired, KubeBodyTooLargeError } from "../KubeError.ts"
+import { isExpired, KubeBodyTooLargeError, type KubeMalformedBodyError } from "../KubeError.ts"
 import type { KubeResource } from "../KubeResource.ts"
 import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
@@ -43,7 +43,7 @@ export interface Listing {
 
 export const makeListing = (
   { readBody, send }: Requests,
-  { maxListItems, maxListPages }: Pick<Limits, "maxListItems" | "maxListPages">
+  { maxListBytes, maxListItems, maxListPages }: Pick<Limits, "maxListBytes" | "maxListItems" | "maxListPages">
 ): Listing => {
   /** A list page asked for and its whole body read, each under its deadline. */
   const fetchPage = (resource: KubeResource, options: ListOptions): Effect.Effect<FetchedPage, KubeClientError> => {
@@ -63,6 +63,23 @@ export const makeListing = (
 
   const pageOf = <A extends HasMetadata>(fetched: FetchedPage, decode: Decode<A>, cuts: boolean) =>
     toListPage(decodeBody(fetched.bytes, cuts), decode, fetched.path, fetched.secret, fetched.labels)
+
+  /**
+   * A page, and the JSON length each of its objects is counted as against `maxListBytes`: the
+   * page's text (managedFields cut) shared among its objects, since one `JSON.parse` of the whole
+   * page does not say where each object began.
+   */
+  const measuredPageOf = <A extends HasMetadata>(
+    fetched: FetchedPage,
+    decode: Decode<A>,
+    cuts: boolean
+  ): Either.Either<{ readonly page: ListPage<A>; readonly share: number }, KubeMalformedBodyError> => {
+    const text = decodeBody(fetched.bytes, cuts)
+    return Either.map(
+      toListPage(text, decode, fetched.path, fetched.secret, fetched.labels),
+      (page) => ({ page, share: Math.ceil(text.length / Math.max(1, page.items.length + page.undecodable.length)) })
+    )
+  }
 
   const listPage = <A extends HasMetadata>(
     resource: KubeResource,
@@ -102,7 +119,7 @@ export const makeListing = (
       Effect.scoped(Effect.gen(function*() {
         // By name: a page that repeats names (a continue token that never ends on the same page)
         // replaces entries rather than adding them, and the budget counts what is held.
-        const draft = new ListDraft<A>(maxListItems)
+        const draft = new ListDraft<A>(maxListItems, maxListBytes)
         let resourceVersion: string | undefined = undefined
         let pages = 0
         let token: string | undefined = undefined
@@ -163,9 +180,14 @@ export const makeListing = (
             yield* untilCheckPhase
             ahead = yield* askAhead({ ...first, continue: next })
           }
-          const page: ListPage<A> = yield* pageOf(fetched.right, decode, cuts)
+          const measured: { readonly page: ListPage<A>; readonly share: number } = yield* measuredPageOf(
+            fetched.right,
+            decode,
+            cuts
+          )
+          const { page, share } = measured
           pages += 1
-          for (const item of page.items) draft.put(item)
+          for (const item of page.items) draft.put(item, share)
           for (const item of page.undecodable) draft.putUndecodable(item)
           const past = pagesBefore + pages > maxListPages
             ? new KubeBodyTooLargeError({

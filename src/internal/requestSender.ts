@@ -35,6 +35,7 @@ export interface Limits {
   readonly maxErrorBodyBytes: number
   readonly maxListPages: number
   readonly maxListItems: number
+  readonly maxListBytes: number
 }
 
 /** What the list paging and the watch opening send their requests with. */

@@ -12,12 +12,14 @@
  *     watch from the list's resourceVersion, with bookmarks and `timeoutSeconds`.
  *  2. Every event's and bookmark's resourceVersion is kept: a resume starts from the newest. An empty
  *     one is ignored (asking `resourceVersion=` means "from now", and deletions in between would be
- *     missed).
+ *     missed). A list at an empty one (a page's, a streaming list's end bookmark) is no list: it
+ *     fails as malformed, an answered failure (rule 7).
  *  3. The server closes a watch that said something: resume at once from the newest
  *     resourceVersion, no re-list. One that closed within a back-off floor of opening waits the rest
  *     of a floor (a `Beat`): a server that closes every watch as soon as it spoke is asked at most
  *     twice a second, never in a hot loop.
  *  4. Silence longer than `timeoutSeconds` plus the idle margin: the connection is dead; resume at once.
+ *     (A streaming list of a longer term, rule 17, has as much longer until its end bookmark.)
  *  5. An `ERROR` event (but a 429), a 410 or a too-large resourceVersion (504) on the watch request:
  *     re-list, after the counted back-off (`pacing.ts`): at once the first time since the back-off
  *     was last forgotten (after an outage, the 410 that ends it is the server's first answer), then
@@ -65,11 +67,12 @@
  *     (a consistent start) and bookmarks. Its events fill a draft, not the cache, by name
  *     (`listDraft.ts`): a name sent again replaces its entry, and a `DELETED` removes the name even
  *     when its object does not decode (a server may queue changes ahead of the end bookmark). The
- *     draft, like a paged list, holds at most `maxListItems` objects; past that the list fails as a
- *     paged one does (too large, the back-off). The bookmark annotated `k8s.io/initial-events-end`
- *     is the list landing at its resourceVersion (rule 1's one step, rules 10, 11 and 13 as for a
- *     paged list), and the same connection goes on as the watch. Every later watch is a plain one
- *     from the newest resourceVersion: a resume never asks for the initial events again.
+ *     draft, like a paged list, holds at most `maxListItems` objects and `maxListBytes` of JSON; past
+ *     either the list fails as a paged one does (too large, the back-off). The bookmark annotated
+ *     `k8s.io/initial-events-end` is the list landing at its resourceVersion (rule 1's one step,
+ *     rules 10, 11 and 13 as for a paged list), and the same connection goes on as the watch.
+ *     Every later watch is a plain one from the newest resourceVersion: a resume never asks for
+ *     the initial events again.
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
  *     silence, a close); never a resume from a half-known state. One the server ended at its term

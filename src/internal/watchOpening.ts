@@ -6,6 +6,7 @@ import type { KubeResource } from "../KubeResource.ts"
 import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
 import type { WatchEvent } from "../WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
 import { type Decode, safeExcerpt, toBookmark, undecodable } from "./bodyDecoding.ts"
 import type { DeadlineTimer } from "./deadlineTimer.ts"
 import { bodyBroke, toStatus } from "./httpFailure.ts"
@@ -24,7 +25,9 @@ import type { Requests, Sent } from "./requestSender.ts"
 const watchLines = <A extends HasMetadata>(
   decode: Decode<A>,
   path: string,
-  secret: string | undefined
+  secret: string | undefined,
+  /** Called at a streaming list's end bookmark (`k8s.io/initial-events-end`). */
+  onInitialEventsEnd: (() => void) | undefined
 ): LineHandler<WatchEvent<A>, KubeMalformedLineError | KubeLineTooLongError> => {
   const malformed = (what: string, line: string) =>
     new KubeMalformedLineError({ path, message: `the watch GET ${path} ${what}`, excerpt: safeExcerpt(line, secret) })
@@ -39,7 +42,13 @@ const watchLines = <A extends HasMetadata>(
         const result = decode(parsed.object)
         if (result._tag === "Right") {
           const object = result.right
-          out.push({ type, object, name: object.metadata.name, resourceVersion: object.metadata.resourceVersion })
+          out.push({
+            type,
+            object,
+            name: object.metadata.name,
+            resourceVersion: object.metadata.resourceVersion,
+            bytes: line.length
+          })
         } else {
           out.push(undecodable(type, parsed.object, result.left))
         }
@@ -48,6 +57,9 @@ const watchLines = <A extends HasMetadata>(
       case "BOOKMARK": {
         const bookmark = toBookmark(parsed.object)
         if (bookmark === undefined) return malformed("sent a BOOKMARK without metadata.resourceVersion", line)
+        if (onInitialEventsEnd !== undefined && bookmark.annotations[InitialEventsEndAnnotation] === "true") {
+          onInitialEventsEnd()
+        }
         out.push(bookmark)
         return undefined
       }
@@ -119,6 +131,9 @@ export const makeOpenWatch = (
   ): Effect.Effect<WatchPull<A>, KubeClientError, Scope.Scope> => {
     const path = collectionPath(resource, options.namespace) + watchQuery(options)
     const idleMillis = options.idleTimeout === undefined ? undefined : Duration.toMillis(options.idleTimeout)
+    const idleMillisAfterList = options.idleTimeoutAfterInitialEvents === undefined
+      ? undefined
+      : Duration.toMillis(options.idleTimeoutAfterInitialEvents)
     const decode = ownedDecoderFor(schema)
     // Lines are decoded without their managedFields, unless the schema reads them.
     const decodeLine = cutsFor(schema) ? decodeObjectWithoutManagedFields : undefined
@@ -130,20 +145,26 @@ export const makeOpenWatch = (
       const body = sent.answer.body
       // The silence limit, kept by the client's timer (no fiber per watch); every read touches it.
       // Bytes that arrived and wait for a slow reader are not silence (`body.unread`).
+      // The limit in force: a streaming list's, until its end bookmark sets the watch's.
+      let limitMillis = idleMillis
       const silence = idleMillis === undefined ? undefined : timer.armSilence(
         idleMillis,
         () =>
           body.fail(
             new KubeWatchIdleError({
               path,
-              idleMillis,
+              idleMillis: limitMillis!,
               message: `the watch GET ${path} to ${server} sent nothing for ${
-                Duration.format(idleMillis)
+                Duration.format(limitMillis!)
               } (its idleTimeout); the connection was taken for dead and closed`
             })
           ),
         () => body.unread
       )
+      const onInitialEventsEnd = silence === undefined || idleMillisAfterList === undefined ? undefined : () => {
+        limitMillis = idleMillisAfterList
+        silence.setLimit(idleMillisAfterList)
+      }
       const read = Effect.mapBoth(body.next, {
         onFailure: (cause) =>
           cause instanceof KubeWatchIdleError
@@ -166,7 +187,7 @@ export const makeOpenWatch = (
             body.discard()
           })
         ),
-        () => pullLines(read, maxLineBytes, watchLines(decode, path, sent.secret), decodeLine)
+        () => pullLines(read, maxLineBytes, watchLines(decode, path, sent.secret, onInitialEventsEnd), decodeLine)
       )
     }
     return Effect.flatMap(

@@ -24,13 +24,14 @@ import {
   type Scope,
   Stream
 } from "effect"
+import type { KubeClientError } from "../KubeError.ts"
 import { collectionPath } from "../KubeResource.ts"
 import { Sandbox, SandboxResource } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
 import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
 import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
-import { DefaultMaxListItems, ListDraft } from "./listDraft.ts"
+import { DefaultMaxListBytes, DefaultMaxListItems, emptyEndBookmark, ListDraft } from "./listDraft.ts"
 import type { Listing } from "./listPaging.ts"
 import * as Pacing from "./pacing.ts"
 import * as WatchMachine from "./watchMachine.ts"
@@ -55,8 +56,8 @@ export interface WatchSettings extends WatchMachine.MachineSettings, Pacing.Paci
 
 /** The client calls a round makes. */
 export interface WatchClient {
-  /** The list budget a streaming list's draft keeps (`KubeClientService.limits`). */
-  readonly limits?: { readonly maxListItems: number } | undefined
+  /** The list budgets a streaming list's draft keeps (`KubeClientService.limits`). */
+  readonly limits?: { readonly maxListItems: number; readonly maxListBytes?: number | undefined } | undefined
   readonly listAll: Listing["listAll"]
   readonly openWatch: OpenWatch
 }
@@ -217,7 +218,7 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
 /**
  * A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16), asking for
  * `term` seconds (rule 17: longer after one the server ended at its term; the idle limit grows
- * with it, the connection staying ours for as long).
+ * with it while the list arrives, and is rule 4's again once it has landed).
  */
 const watchOptions = (
   settings: WatchSettings,
@@ -246,6 +247,8 @@ const watchOptions = (
       allowWatchBookmarks: true,
       timeoutSeconds: term,
       idleTimeout: Duration.sum(settings.idleLimit, Duration.seconds(term - settings.timeoutSeconds)),
+      // Once the list has landed the connection is a watch: rule 4's limit, not the term's.
+      idleTimeoutAfterInitialEvents: settings.idleLimit,
       acceptGzip: settings.gzipStreamingLists
     }
 
@@ -268,7 +271,10 @@ const watchFrom = (
     // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
     let draft: ListDraft<Sandbox> | undefined = streaming === undefined
       ? undefined
-      : new ListDraft(loop.client.limits?.maxListItems ?? DefaultMaxListItems)
+      : new ListDraft(
+        loop.client.limits?.maxListItems ?? DefaultMaxListItems,
+        loop.client.limits?.maxListBytes ?? DefaultMaxListBytes
+      )
     // Taken once per watch rather than for every chunk (nested, not `Effect.zip`, which runs as a
     // `forEach`: more runtime instructions per resume, `scratchpad/effectOps.ts`).
     return Effect.clockWith((clock) =>
@@ -318,6 +324,14 @@ const watchFrom = (
           chunk: Chunk.Chunk<WatchEvent<Sandbox>>
         ): Effect.Effect<void, RoundOver | RoundFailure> => {
           const filling = draft!
+          // A list that is arriving is being heard (health, /readyz), though nothing is told yet.
+          counts.lastHeard = clock.unsafeCurrentTimeMillis()
+          const path = collectionPath(SandboxResource, loop.settings.namespace)
+          /** No list: the draft is dropped and the round fails into rule 7's back-off. */
+          const failWith = (error: KubeClientError) =>
+            Effect.fail(
+              new RoundOver({ end: WatchMachine.RoundEnd.WatchFailed({ error, resourceVersion: current, heard }) })
+            )
           let index = 0
           let deletedUnreadable: Array<UndecodableEvent> | undefined
           for (const event of chunk) {
@@ -325,7 +339,7 @@ const watchFrom = (
             switch (event.type) {
               case "ADDED":
               case "MODIFIED":
-                filling.put(event.object)
+                filling.put(event.object, event.bytes)
                 break
               case "DELETED":
                 // A change queued ahead of the end bookmark: the name is not in the list.
@@ -354,6 +368,11 @@ const watchFrom = (
                     })
                   )
                 }
+                // Rule 2: a list at `resourceVersion=` would watch "from now" and never tell the
+                // deletions in between: an answered failure (rule 7), as a list past its budget is.
+                if (event.resourceVersion === "") return failWith(emptyEndBookmark(path, event.annotations))
+                const pastAtEnd = filling.overBudget("GET", path, "streaming list")
+                if (pastAtEnd !== undefined) return failWith(pastAtEnd)
                 draft = undefined
                 current = event.resourceVersion
                 const rest = Chunk.drop(chunk, index)
@@ -366,19 +385,8 @@ const watchFrom = (
             }
           }
           // Past the budget: the same error, restart reason and back-off as a paged list's (rule 7).
-          const past = filling.overBudget(
-            "GET",
-            collectionPath(SandboxResource, loop.settings.namespace),
-            "streaming list"
-          )
-          if (past !== undefined) {
-            return Effect.fail(
-              new RoundOver({
-                end: WatchMachine.RoundEnd.WatchFailed({ error: past, resourceVersion: current, heard })
-              })
-            )
-          }
-          return reportEach(deletedUnreadable)
+          const past = filling.overBudget("GET", path, "streaming list")
+          return past === undefined ? reportEach(deletedUnreadable) : failWith(past)
         }
         const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
           SandboxResource,

@@ -10,6 +10,10 @@ import type { KubeClientError } from "../../src/KubeError.ts"
 import * as KubeError from "../../src/KubeError.ts"
 import type { Sandbox } from "../../src/Sandbox.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
+import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
+
+const isEndBookmark = (event: WatchEvent<Sandbox>): boolean =>
+  event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true"
 
 export interface WatchHandle {
   readonly options: WatchOptions
@@ -74,20 +78,30 @@ export const makeScriptedKubeClientWith = (
             aborted: Ref.get(aborted),
             die: (message) => Ref.set(ended, true).pipe(Effect.zipRight(Queue.offer(takes, Take.dieMessage(message))))
           })
-          const events = Stream.fromQueue(takes).pipe(Stream.flattenTake)
-          // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock).
-          const limited = options.idleTimeout === undefined ? events : events.pipe(
-            Stream.timeoutFail(
-              () =>
-                new KubeError.KubeWatchIdleError({
-                  path: "/scripted",
-                  idleMillis: Duration.toMillis(options.idleTimeout!),
-                  message: "the scripted watch sent nothing for its idleTimeout"
-                }),
-              options.idleTimeout
+          // As the real client: silence past `idleTimeout` fails the watch (here, on the test's clock),
+          // and a streaming list's end bookmark sets `idleTimeoutAfterInitialEvents` in its place.
+          let limit = options.idleTimeout === undefined ? undefined : Duration.decode(options.idleTimeout)
+          const after = options.idleTimeoutAfterInitialEvents
+          const nextTake = Effect.suspend(() => {
+            const current = limit
+            return current === undefined ? Queue.take(takes) : Queue.take(takes).pipe(
+              Effect.timeoutFail({
+                duration: current,
+                onTimeout: () =>
+                  new KubeError.KubeWatchIdleError({
+                    path: "/scripted",
+                    idleMillis: Duration.toMillis(current),
+                    message: "the scripted watch sent nothing for its idleTimeout"
+                  })
+              }),
+              Effect.catchAll((idle) => Effect.succeed(Take.fail<KubeClientError>(idle)))
             )
-          )
-          return limited as Stream.Stream<WatchEvent<any>, KubeClientError>
+          })
+          const events = Stream.repeatEffectChunkOption(Effect.flatMap(nextTake, (take) =>
+            Effect.tap(Take.done(take), (chunk) => {
+              if (after !== undefined && Chunk.some(chunk, isEndBookmark)) limit = Duration.decode(after)
+            })))
+          return events as Stream.Stream<WatchEvent<any>, KubeClientError>
         })
       )
 
