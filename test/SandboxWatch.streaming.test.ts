@@ -492,14 +492,15 @@ describe("SandboxWatch streaming lists: bounded by what the draft holds", () => 
       expect(yield* relist.aborted).toBe(false)
       // A third: 1,200 bytes, past the budget of 1,000.
       yield* relist.emit(heavy(added(sandbox("c", "10")), 400))
-      expect(yield* nextPause()).toBe(500)
+      // The back-off's second step: the 410's re-list was its first (rule 5, one count).
+      expect(yield* nextPause()).toBe(1_000)
       expect(yield* relist.aborted).toBe(true)
       const restarts = yield* Metric.value(Metric.tagged(SandboxWatch.metrics.restarts, "reason", "too-large"))
       expect(restarts.count - tooLargeBefore).toBe(1)
       // Nobody told: "old" is not in the new list, but the list never landed.
       expect(yield* old).toEqual(["old@5:Pending"])
       expect(told(yield* watch.get("old"))).toBe("old@5:Pending")
-      yield* TestClock.adjust(Duration.millis(500))
+      yield* TestClock.adjust(Duration.millis(1_000))
       expect((yield* kube.nextWatch).options.sendInitialEvents).toBe(true)
     }))
 
@@ -552,13 +553,14 @@ describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVe
       yield* settle
       expect((yield* restartsFor("malformed")) - malformedBefore).toBe(1)
       expect(yield* relist.aborted).toBe(true)
-      expect(yield* nextPause()).toBe(500)
+      // The back-off's second step: the 410's re-list was its first (rule 5, one count).
+      expect(yield* nextPause()).toBe(1_000)
       expect(told(yield* watch.get("a"))).toBe("a@7:Pending")
       expect(told(yield* watch.get("b"))).toBe("b@8:Pending")
       expect((yield* watch.health).resourceVersion).toEqual(Option.some("9"))
       expect(yield* a).toEqual(["a@7:Pending"])
       expect(yield* b).toEqual(["b@8:Pending"])
-      yield* TestClock.adjust(Duration.millis(500))
+      yield* TestClock.adjust(Duration.millis(1_000))
       const again = yield* kube.nextWatch
       expect(again.options).toEqual(streamingOptions)
     }))
@@ -585,6 +587,8 @@ describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVe
       yield* w.emit(added(sandbox("a", "7")), endBookmark("9"), bookmark(""), bookmark("12"), bookmark(""))
       yield* w.emit(added(sandbox("c", "")))
       yield* watch.synced
+      // A floor's run first: a watch that spoke and closed at once would wait a beat (rule 3).
+      yield* TestClock.adjust(Duration.millis(500))
       yield* w.end
       const resumed = yield* kube.nextWatch
       expect(resumed.options.resourceVersion).toBe("12")
