@@ -12,7 +12,7 @@ import { matchesLabels, parseLabelSelector } from "../src/internal/labelSelector
 import * as KubeResource from "../src/KubeResource.ts"
 import { DefaultLabelSelector, SandboxResource, SandboxSpec, SandboxStatus } from "../src/Sandbox.ts"
 import { sandboxCrd } from "./apiserver/RealApiServer.ts"
-import { RepoRoot, readTryIt, TryItFiles, TryItNamespace } from "./support/tryItManifests.ts"
+import { readTryIt, RepoRoot, TryItFiles, TryItNamespace } from "./support/tryItManifests.ts"
 
 const tryIt = readTryIt()
 const defaultSelector = Either.getOrThrow(parseLabelSelector(DefaultLabelSelector))
