@@ -5,7 +5,7 @@
  */
 import type { Scope } from "effect"
 import { Deferred, Effect } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 /** The checkout the program runs from. */
@@ -72,10 +72,23 @@ const lineSink = () => {
   return { lines: Effect.sync((): ReadonlyArray<string> => [...lines]), push, end, await: await_ }
 }
 
-/** Start `node --import tsx src/cli/main.ts ...args` with exactly `env` (plus PATH). */
+/** What `node` runs: the source through tsx (quick to change), or the bundle `npm start` runs. */
+export const FromSource: ReadonlyArray<string> = ["--import", "tsx", "src/cli/main.ts"]
+export const Bundled: ReadonlyArray<string> = ["dist/bin/sandbox-watch.js"]
+
+/** Builds {@link Bundled} as `npm start` does before it runs it (`scripts/bundle-bin.mjs`, a second or two). */
+export const bundle: Effect.Effect<void> = Effect.suspend(() => {
+  const built = spawnSync(process.execPath, ["scripts/bundle-bin.mjs"], { cwd: root, encoding: "utf8" })
+  return built.status === 0
+    ? Effect.void
+    : Effect.dieMessage(`scripts/bundle-bin.mjs exited ${built.status ?? built.signal}:\n${built.stderr}`)
+})
+
+/** Start `node <entry> ...args` (the source unless told) with exactly `env` (plus PATH). */
 export const start = (
   args: ReadonlyArray<string>,
-  env: Readonly<Record<string, string | undefined>>
+  env: Readonly<Record<string, string | undefined>>,
+  entry: ReadonlyArray<string> = FromSource
 ): Effect.Effect<ProgramProcess, never, Scope.Scope> =>
   Effect.gen(function*() {
     const out = lineSink()
@@ -83,7 +96,7 @@ export const start = (
     const exit = yield* Deferred.make<Exited>()
     const child = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const c = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+        const c = spawn(process.execPath, [...entry, ...args], {
           cwd: root,
           env: { PATH: process.env["PATH"], ...env } as NodeJS.ProcessEnv,
           stdio: ["ignore", "pipe", "pipe"]
