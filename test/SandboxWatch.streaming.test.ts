@@ -596,6 +596,18 @@ describe("SandboxWatch streaming lists: an end bookmark with an empty resourceVe
 })
 
 describe("SandboxWatch streaming lists: a list that is arriving is being heard", () => {
+  it.scoped("16. a first streaming list still arriving has been answered: health.answered before its end bookmark", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("stream")
+      expect((yield* watch.health).answered).toBe(false)
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")))
+      yield* settle
+      const health = yield* watch.health
+      expect(health.synced).toBe(false)
+      expect(health.answered).toBe(true)
+    }))
+
   it.scoped("16. /readyz: the chunks of a long streaming re-list count as heard, so it never says the watch heard nothing", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start("stream")

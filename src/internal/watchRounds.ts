@@ -324,8 +324,10 @@ const watchFrom = (
           chunk: Chunk.Chunk<WatchEvent<Sandbox>>
         ): Effect.Effect<void, RoundOver | RoundFailure> => {
           const filling = draft!
-          // A list that is arriving is being heard (health, /readyz), though nothing is told yet.
+          // A list that is arriving is being heard (health, /readyz), though nothing is told yet;
+          // and the server has answered (the program's "no answer since start" notice).
           counts.lastHeard = clock.unsafeCurrentTimeMillis()
+          counts.answered = true
           const path = collectionPath(SandboxResource, loop.settings.namespace)
           /** No list: the draft is dropped and the round fails into rule 7's back-off. */
           const failWith = (error: KubeClientError) =>
