@@ -381,6 +381,22 @@ describe("KubeClient.listAll", () => {
       ])
     }))
 
+  it.scoped("a later page that gets no answer fails the list as one whose answer broke off (mid-answer): the server answered its first page", () =>
+    Effect.gen(function*() {
+      // A continue token routed to a backend that resets: the first page is answered every time, and
+      // a list that failed so must be paced as an answered failure (rule 7), not once a second.
+      const fx = yield* fixture((req, res) =>
+        new URL(req.url ?? "/", "http://x").searchParams.has("continue")
+          ? res.destroy()
+          : sendJson(res, 200, { metadata: { resourceVersion: "100", continue: "c1" }, items: [sandbox("a", "1")] })
+      )
+      const client = yield* clientFor(fx.url)
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error._tag).toBe("KubeTransportError")
+      expect(error._tag === "KubeTransportError" ? error.reached : undefined).toBe("mid-answer")
+      expect(fx.seen.map((s) => s.query)).toEqual([{ limit: "1" }, { limit: "1", continue: "c1" }])
+    }))
+
   it.scoped("a continue token that never ends on pages that repeat their names holds each name once, until maxListPages", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res, _seen, index) =>

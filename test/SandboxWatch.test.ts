@@ -770,6 +770,22 @@ describe("SandboxWatch", () => {
       expect((yield* kube.calls).length).toBeLessThanOrEqual(30)
     }))
 
+  it.scoped("7, 8. a server that answers every watch (200) then resets it before any event is asked at most about 30 times in 10 minutes", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start(misbehaving)
+      const began = yield* TestClock.currentTimeMillis
+      yield* kube.respondList(fullList("10"))
+      while (yield* stillMisbehaving(kube, began)) {
+        const w = yield* nextWatchAfterPauses(kube)
+        expect(w.options.resourceVersion).toBe("10")
+        // Rule 8's silent early close, ended by a reset rather than a clean close.
+        yield* w.fail(transportError("the answer broke off mid-body: read ECONNRESET", "mid-answer"))
+      }
+      expect((yield* TestClock.currentTimeMillis) - began).toBeGreaterThanOrEqual(600_000)
+      expect((yield* watchCalls(kube)).length).toBeGreaterThanOrEqual(20)
+      expect((yield* watchCalls(kube)).length).toBeLessThanOrEqual(30)
+    }))
+
   it.scoped("7. a server whose every watch tells one event then sends a malformed line fails at most about 30 requests in 10 minutes", () =>
     Effect.gen(function*() {
       const { kube } = yield* start(misbehaving)

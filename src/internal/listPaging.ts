@@ -1,7 +1,7 @@
 /** The client's lists: one page, or all of them with the next page asked for ahead. */
 import { Effect, Either, Fiber, Option, type Schema } from "effect"
 import type { KubeClientError } from "../KubeError.ts"
-import { isExpired, KubeBodyTooLargeError, type KubeMalformedBodyError } from "../KubeError.ts"
+import { isExpired, KubeBodyTooLargeError, type KubeMalformedBodyError, KubeTransportError } from "../KubeError.ts"
 import type { KubeResource } from "../KubeResource.ts"
 import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
@@ -40,6 +40,16 @@ export interface Listing {
     options?: Omit<ListOptions, "continue">
   ) => Effect.Effect<FullList<A>, KubeClientError>
 }
+
+/**
+ * A later page that got no answer fails a list whose answer had begun: the server answered its
+ * first pages. Paced as a list cut mid-body (rule 7), not as a server that does not answer: else a
+ * server that answers page 1 and resets the next is asked for page 1 once a second.
+ */
+const answerBrokeOff = (error: KubeClientError): KubeClientError =>
+  error._tag === "KubeTransportError" && (error.reached === undefined || error.reached === "no-answer")
+    ? new KubeTransportError({ method: error.method, path: error.path, message: error.message, reached: "mid-answer" })
+    : error
 
 export const makeListing = (
   { readBody, send }: Requests,
@@ -169,7 +179,7 @@ export const makeListing = (
               const { limit: _limit, ...whole } = first
               return yield* attempt(whole, restarts + 1, pagesBefore + pages)
             }
-            return yield* Effect.fail(fetched.left)
+            return yield* Effect.fail(pagesBefore + pages > 0 ? answerBrokeOff(fetched.left) : fetched.left)
           }
           const next = peekContinue(fetched.right.bytes, textStart(fetched.right.bytes))
           if (next !== null) {

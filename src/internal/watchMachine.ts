@@ -46,8 +46,9 @@
  *     forgotten only once the back-off reset time (2 minutes) passed with no paused retry: nothing
  *     a server sends resets them, so over any 10 minutes at most about 30 requests are answered
  *     with a failure, and at most about 30 full lists are asked for.
- *  8. A watch that closes early having said nothing waits the counted back-off before it is asked
- *     again (client-go's "very short watch"), growing while it repeats. One that ran (nearly) its
+ *  8. A watch that closes early having said nothing, or whose answer breaks off before it said
+ *     anything, waits the counted back-off before it is asked again (client-go's "very short
+ *     watch"), growing while it repeats. One that ran (nearly) its
  *     whole term in silence is a quiet cluster: resume at once.
  *  9. 401 and 403 back off like rule 7's answered failures; the client reads credentials afresh,
  *     and a 403's log line names the permission missing (`watch` for a streaming list: RBAC sees a
@@ -265,7 +266,8 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
         watching(end.resourceVersion, lists),
         "watch",
         settings,
-        notFoundSaid(state)
+        notFoundSaid(state),
+        end.heard
       )
     case "ErrorEvent":
       return ofErrorEvent(end, lists, settings)
@@ -467,7 +469,9 @@ const ofClientError = (
   during: "list" | "streaming list" | "watch",
   settings: MachineSettings,
   /** A 404 just before this one was said in words. */
-  alreadySaid = false
+  alreadySaid = false,
+  /** The watch said something before it failed (rule 7's cut mid-stream, not rule 8's silence). */
+  heard = true
 ): Transition => {
   const at = resume._tag === "Watching" ? ` ${resume.resourceVersion}` : ""
   // Rule 5: the resourceVersion is gone; only a list can go on. At once the first time; the
@@ -542,7 +546,7 @@ const ofClientError = (
   // Rule 7: no answer at all, or an answer that is a failure.
   return {
     next: resume,
-    pause: answered(error, during) ? backoff : reconnect,
+    pause: answered(error, during, heard) ? backoff : reconnect,
     restart: restartReason(error),
     message: error.message
   }
@@ -554,15 +558,21 @@ const ofClientError = (
  * an `exec` plugin spawned once a second is a storm of its own. A body that broke off mid-answer
  * is one for a list (the server did the list's work; a list cut each time must not be asked for
  * once a second), but not for a watch: a watch's connection is cut by a network fault as often as
- * by a server, and the watch must be back within about a second of a heal.
+ * by a server, and the watch must be back within about a second of a heal. A watch whose answer
+ * broke off before it said anything is rule 8's silent early end, cut rather than closed: paced as
+ * an answer, else a server that answers every watch and resets it at once is asked once a second.
  */
-const answered = (error: KubeError.KubeClientError, during: "list" | "streaming list" | "watch"): boolean => {
+const answered = (
+  error: KubeError.KubeClientError,
+  during: "list" | "streaming list" | "watch",
+  heard: boolean
+): boolean => {
   if (error._tag !== "KubeTransportError") return true
   switch (error.reached) {
     case "not-sent":
       return true
     case "mid-answer":
-      return during !== "watch"
+      return during !== "watch" || !heard
     default:
       return false
   }
