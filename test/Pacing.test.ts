@@ -51,13 +51,11 @@ describe("pacing", () => {
     expect(delaysOf(times(8, Pause.Relist())).delays).toEqual([0, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000])
   })
 
-  it("re-lists and answered failures share one count: a 410 after three 503s is not at once", () => {
-    expect(delaysOf([Pause.Backoff(), Pause.Backoff(), Pause.Backoff(), Pause.Relist()]).delays).toEqual([
-      500,
-      1_000,
-      2_000,
-      4_000
-    ])
+  it("re-lists and answered failures share one count: the first re-list goes at once, the next waits the count's step", () => {
+    expect(
+      delaysOf([Pause.Backoff(), Pause.Backoff(), Pause.Backoff(), Pause.Relist(), Pause.Backoff(), Pause.Relist()])
+        .delays
+    ).toEqual([500, 1_000, 2_000, 0, 8_000, 16_000])
   })
 
   it("6. Retry-After: what the server asked, or the back-off when that is longer", () => {
@@ -87,11 +85,15 @@ describe("pacing", () => {
 
   it("the counts are forgotten once resetAfter passed since the last paused retry, and not a millisecond sooner", () => {
     const { now, pacer } = delaysOf(times(6, Pause.Backoff()))
-    const justBefore = Pacing.decide(pacer, Pause.Relist(), now + 120_000 - 1, settings, 0.5)
+    const justBefore = Pacing.decide(pacer, Pause.Backoff(), now + 120_000 - 1, settings, 0.5)
     expect(Duration.toMillis(justBefore.delay)).toBe(30_000)
-    const after = Pacing.decide(pacer, Pause.Relist(), now + 120_000, settings, 0.5)
-    expect(Duration.toMillis(after.delay)).toBe(0)
+    const after = Pacing.decide(pacer, Pause.Backoff(), now + 120_000, settings, 0.5)
+    expect(Duration.toMillis(after.delay)).toBe(500)
     expect(after.pacer.counted).toBe(1)
+    // A re-list, once it has gone at once, goes at once again only once the counts are forgotten.
+    const relisted = delaysOf([Pause.Relist(), Pause.Relist()])
+    expect(relisted.delays).toEqual([0, 1_000])
+    expect(delaysOf([Pause.Relist()], relisted.pacer, relisted.now + 120_000).delays).toEqual([0])
   })
 
   it("a row of no answers is forgotten by the same rule", () => {
@@ -115,7 +117,7 @@ describe("pacing", () => {
             const decision = Pacing.decide(pacer, pause, now, jittered, unit)
             const millis = Duration.toMillis(decision.delay)
             if (pause._tag === "Backoff") expect(millis).toBeGreaterThanOrEqual(500)
-            if (pause._tag === "Relist" && pacer.counted > 0) expect(millis).toBeGreaterThanOrEqual(500)
+            if (pause._tag === "Relist" && Pacing.current(pacer, now, jittered).relisted) expect(millis).toBeGreaterThanOrEqual(500)
             if (pause._tag === "Reconnect") {
               expect(millis).toBeGreaterThanOrEqual(500)
               expect(millis).toBeLessThanOrEqual(1_250)

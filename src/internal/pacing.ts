@@ -7,8 +7,10 @@
  *
  * - **Counted** pauses (`Backoff`, `Relist`, `RetryAfter`): the server answered, and the answer
  *   was a failure or asked for a full list. They share one count `n`: the pause waits
- *   `floor × 2^n`, ±20% and never past the cap. The first (`n = 0`) waits the floor, or nothing
- *   for a re-list (rule 5: the server has just answered, and only a list can go on). A
+ *   `floor × 2^n`, ±20% and never past the cap. The first (`n = 0`) waits the floor; the first
+ *   re-list since the counts were forgotten goes at once, whatever `n` (rule 5: the server has
+ *   just answered, and only a list can go on; an apiserver coming back from a restart answers a
+ *   503 and a 429 before the 410 that ends its outage, and the watch must not wait for them). A
  *   `RetryAfter` waits what the server asked or the back-off, whichever is longer, so a server
  *   that asks for a second every time is still given more room each time.
  * - **Reconnect** (rule 7, no answer at all, or a watch whose connection broke mid-stream): the
@@ -65,11 +67,13 @@ export interface Pacer {
   readonly counted: number
   /** `Reconnect` pauses in a row since then. */
   readonly unanswered: number
+  /** A `Relist` was paced since then: only the first goes at once. */
+  readonly relisted: boolean
   /** When the last paused retry went (its pause's end), in clock milliseconds. */
   readonly lastRetryAt: number | undefined
 }
 
-export const fresh: Pacer = { counted: 0, unanswered: 0, lastRetryAt: undefined }
+export const fresh: Pacer = { counted: 0, unanswered: 0, relisted: false, lastRetryAt: undefined }
 
 /** How long a pause waits, and the record after it. */
 export interface Decision {
@@ -113,7 +117,7 @@ export const decide = (
     before.counted === 0
       ? first
       : Math.min(Math.round(doubled(settings, before.counted, settings.cap) * spread(0.8, 1.2)), capMillis)
-  const counted = { counted: before.counted + 1, unanswered: 0 }
+  const counted = { counted: before.counted + 1, unanswered: 0, relisted: before.relisted }
   switch (pause._tag) {
     case "None":
       return { delay: Duration.zero, pacer: before, inRow: 0 }
@@ -122,7 +126,10 @@ export const decide = (
     case "Backoff":
       return retried(backoffMillis(Math.round(Duration.toMillis(settings.floor) * spread(1, 1.2))), counted)
     case "Relist":
-      return retried(backoffMillis(0), counted)
+      return retried(
+        before.relisted ? backoffMillis(Duration.toMillis(settings.floor)) : 0,
+        { ...counted, relisted: true }
+      )
     case "RetryAfter":
       return retried(
         Math.max(Duration.toMillis(pause.delay), backoffMillis(Duration.toMillis(settings.floor))),
@@ -133,7 +140,7 @@ export const decide = (
       // `reconnectCap`, and a heal is noticed within a quarter more than it.
       return retried(
         Math.round(doubled(settings, before.unanswered, settings.reconnectCap) * spread(1, 1.25)),
-        { counted: before.counted, unanswered: before.unanswered + 1 },
+        { counted: before.counted, unanswered: before.unanswered + 1, relisted: before.relisted },
         before.unanswered + 1
       )
   }
