@@ -117,7 +117,9 @@ describe("pacing", () => {
             const decision = Pacing.decide(pacer, pause, now, jittered, unit)
             const millis = Duration.toMillis(decision.delay)
             if (pause._tag === "Backoff") expect(millis).toBeGreaterThanOrEqual(500)
-            if (pause._tag === "Relist" && Pacing.current(pacer, now, jittered).relisted) expect(millis).toBeGreaterThanOrEqual(500)
+            if (pause._tag === "Relist" && Pacing.current(pacer, now, jittered).relisted) {
+              expect(millis).toBeGreaterThanOrEqual(500)
+            }
             if (pause._tag === "Reconnect") {
               expect(millis).toBeGreaterThanOrEqual(500)
               expect(millis).toBeLessThanOrEqual(1_250)
