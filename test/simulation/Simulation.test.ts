@@ -77,15 +77,20 @@ describe("simulation: the harness", () => {
         { gapMs: 5_000, name: 2, kind: "touch", phase: "Ready", garbled: false, padBytes: 0, awaited: true }
       ],
       stretches: [],
-      changes: [0, 1],
-      allChanges: true
+      readers: [
+        { name: 0, startsAtRequest: 0, work: 0 },
+        { name: 1, startsAtRequest: 0, work: 0 },
+        { name: undefined, startsAtRequest: 0, work: 0 }
+      ],
+      honestSpread: 0,
+      waitHops: 0
     }
     const result = await runScenario(honest, { properties: new Set(PropertyNames) })
     expect(result.violations).toEqual([])
     const trace = result.trace.format()
     // What the watch was told, as the trace records it: each change reached its readers and waits.
-    expect(trace).toContain("changes(sb-0) ← sb-0 @103 Ready")
-    expect(trace).toContain("changes(sb-1) ← sb-1 gone")
+    expect(trace).toContain("changes(sb-0)#1 ← sb-0 @103 Ready")
+    expect(trace).toContain("changes(sb-1)#2 ← sb-1 gone")
     expect(trace).toContain("awaitReady(sb-0, createdAt 101) ended: Ready @103")
     // sb-1 was deleted while its wait ran: that SandboxGone is the truth's.
     expect(trace).toContain("awaitReady(sb-1, createdAt 102) ended: SandboxGone")

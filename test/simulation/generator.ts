@@ -68,10 +68,17 @@ export type RequestPlan =
     readonly repeatNames: boolean
     /** For an `error429` ending: its `retryAfterSeconds`. */
     readonly retryAfter: number | undefined
+    /**
+     * 0: what is sent at one instant goes in one read. k > 0: each object, event or ending is its own
+     * read, k microtasks after the one before (a streaming list's draft is then checked per object).
+     */
+    readonly spread: number
   }
 
+export type AnswerPlan = Extract<RequestPlan, { readonly _tag: "Answer" }>
+
 /** The honest answer: everything, live changes until the watch's term, bookmarks, a clean close. */
-export const Honest: RequestPlan = {
+export const Honest: AnswerPlan = {
   _tag: "Answer",
   upTo: undefined,
   liveMs: Number.POSITIVE_INFINITY,
@@ -82,7 +89,8 @@ export const Honest: RequestPlan = {
   lagBy: 0,
   emptyResourceVersion: false,
   repeatNames: false,
-  retryAfter: undefined
+  retryAfter: undefined,
+  spread: 0
 }
 
 /** Plans repeated: `cycle` answers the next requests in turn, `times` over. */
@@ -115,13 +123,35 @@ export interface Scenario {
   readonly initial: ReadonlyArray<GeneratedStep>
   readonly steps: ReadonlyArray<GeneratedStep>
   readonly stretches: ReadonlyArray<Stretch>
-  /** Names with a `changes(name)` subscriber. */
-  readonly changes: ReadonlyArray<number>
-  readonly allChanges: boolean
+  readonly readers: ReadonlyArray<ReaderPlan>
+  /** How the honest answers' sends are cut into reads (`spread` of a plan): the network's timing. */
+  readonly honestSpread: number
+  /** Microtasks between an awaited create and its `awaitReady` beginning. */
+  readonly waitHops: number
+}
+
+/** A reader of the watch: `changes(name)`, or `allChanges` (no name). */
+export interface ReaderPlan {
+  /** An index into `Names`; undefined: every name (`allChanges`). */
+  readonly name: number | undefined
+  /**
+   * When it subscribes: 0 at the start, k as the server takes the watch's k-th request (a reader
+   * that registers while the watch lands that list or applies that watch's first events); a request
+   * that never comes, never.
+   */
+  readonly startsAtRequest: number
+  /**
+   * Steps of work it does with each value (a reader is rarely idle): with the yield budget, where in
+   * its take it yields, and so which interleavings with the watch it meets.
+   */
+  readonly work: number
 }
 
 export interface GeneratorOptions {
-  /** Large objects (padding) in the truth, for the byte budget's check. */
+  /**
+   * Large objects (96 KiB of padding) in the truth, for the byte budget's check; the item budget
+   * then holds every name, so that what is found is about bytes.
+   */
   readonly largeObjects: boolean
 }
 
@@ -161,7 +191,9 @@ const ending: fc.Arbitrary<Ending> = weighted(
   [1, fc.constant("truncated" as const)]
 )
 
-const plan: fc.Arbitrary<RequestPlan> = weighted(
+const spread = weighted([1, fc.constant(0)], [1, fc.integer({ min: 1, max: 24 })])
+
+const plan: fc.Arbitrary<RequestPlan> = weighted<RequestPlan>(
   [
     11,
     fc.record({
@@ -181,10 +213,13 @@ const plan: fc.Arbitrary<RequestPlan> = weighted(
         [1, fc.constant("plain" as const)],
         [1, fc.constant("none" as const)]
       ),
-      lagBy: weighted([3, fc.constant(0)], [1, fc.integer({ min: 1, max: 3 })]),
+      // A lagging list lands, then the changes since reach the cache at once: two steps in a row,
+      // which readers woken by the first may still be busy with.
+      lagBy: weighted([1, fc.constant(0)], [1, fc.integer({ min: 1, max: 4 })]),
       emptyResourceVersion: weighted([9, fc.constant(false)], [1, fc.constant(true)]),
       repeatNames: weighted([6, fc.constant(false)], [1, fc.constant(true)]),
-      retryAfter: weighted([1, fc.constant(undefined)], [1, fc.nat({ max: 40 })])
+      retryAfter: weighted([1, fc.constant(undefined)], [1, fc.nat({ max: 40 })]),
+      spread
     })
   ],
   [
@@ -210,19 +245,66 @@ const stretch: fc.Arbitrary<Stretch> = fc.record({
   times: weighted([2, fc.integer({ min: 1, max: 3 })], [1, fc.integer({ min: 4, max: 40 })])
 })
 
-export const scenario = (options: GeneratorOptions): fc.Arbitrary<Scenario> =>
+const reader = (startsAtRequest: fc.Arbitrary<number>, work: fc.Arbitrary<number>): fc.Arbitrary<ReaderPlan> =>
+  fc.record({
+    name: weighted([1, fc.nat({ max: Names.length - 1 })], [1, fc.constant(undefined)]),
+    startsAtRequest,
+    work
+  })
+
+// Small budgets make fibers yield in the middle of what they do, where interleavings hide bugs.
+// Below 10, Effect's own runtime livelocks (its yield costs more operations than the budget).
+const smallBudget = fc.integer({ min: 10, max: 40 })
+
+/** Any server, any truth, any readers. */
+const anyScenario = (options: GeneratorOptions): fc.Arbitrary<Scenario> =>
   fc.record({
     listMode: fc.constantFrom("auto" as const, "stream" as const, "paged" as const),
     pageSize: fc.integer({ min: 1, max: 4 }),
-    // Small budgets make fibers yield in the middle of what they do, where interleavings hide bugs.
-    // Below 10, Effect's own runtime livelocks (its yield costs more operations than the budget).
-    maxOpsBeforeYield: weighted([1, fc.constant(2048)], [4, fc.integer({ min: 10, max: 64 })]),
-    maxListItems: fc.integer({ min: 3, max: 8 }),
+    maxOpsBeforeYield: weighted([1, fc.constant(2048)], [4, smallBudget]),
+    // With large objects the byte budget is under test: every name fits the item budget.
+    maxListItems: options.largeObjects ? fc.constant(Names.length) : fc.integer({ min: 3, max: 8 }),
     randomSeed: fc.nat(),
     initial: fc.array(step(options, fc.constant(0)), { maxLength: 4 }),
     // At least two seconds apart: the pacing ceilings allow a burst of requests per change heard.
     steps: fc.array(step(options, fc.integer({ min: 2, max: 120 }).map((s) => s * 1000)), { maxLength: 24 }),
     stretches: fc.array(stretch, { maxLength: 8 }),
-    changes: fc.uniqueArray(fc.nat({ max: Names.length - 1 }), { maxLength: 3 }),
-    allChanges: fc.boolean()
+    readers: fc.array(
+      reader(weighted([1, fc.constant(0)], [2, fc.integer({ min: 1, max: 40 })]), fc.nat({ max: 16 })),
+      { maxLength: 5 }
+    ),
+    honestSpread: spread,
+    waitHops: weighted([1, fc.constant(0)], [2, fc.integer({ min: 1, max: 60 })])
   })
+
+/**
+ * A crowd of readers and waits starting as the first list lands, lagging, so that the changes since
+ * reach the cache right after it: two steps in one busy moment, while the readers woken by the first
+ * are still busy (and each does a different amount of work, so that one of them is caught between
+ * its look at its mailbox and its sleep). Where a lost wake-up shows.
+ */
+const crowdedScenario = (options: GeneratorOptions): fc.Arbitrary<Scenario> =>
+  fc.record({
+    base: anyScenario(options),
+    listMode: fc.constantFrom("auto" as const, "stream" as const),
+    maxOpsBeforeYield: smallBudget,
+    initial: fc.array(step(options, fc.constant(0)).map((s) => ({ ...s, awaited: true })), {
+      minLength: 1,
+      maxLength: 4
+    }),
+    firstLanding: fc.record({ lagBy: fc.integer({ min: 1, max: 4 }), liveMs: fc.integer({ min: 1, max: 60 }) }),
+    readers: fc.array(reader(fc.constant(0), fc.nat({ max: 16 })), { minLength: 3, maxLength: 8 })
+  }).map(({ base, firstLanding, initial, listMode, maxOpsBeforeYield, readers }) => ({
+    ...base,
+    listMode,
+    maxOpsBeforeYield,
+    initial,
+    readers,
+    stretches: [
+      { cycle: [{ ...Honest, lagBy: firstLanding.lagBy, liveMs: firstLanding.liveMs * 1000 }], times: 1 },
+      ...base.stretches
+    ]
+  }))
+
+export const scenario = (options: GeneratorOptions): fc.Arbitrary<Scenario> =>
+  fc.oneof({ weight: 1, arbitrary: anyScenario(options) }, { weight: 1, arbitrary: crowdedScenario(options) })

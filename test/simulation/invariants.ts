@@ -5,13 +5,14 @@
  * alone (`SIM_PROPERTIES`, `--property`):
  *
  * - `pacing`: in any 10 minutes, at most `Ceilings.listsPerWindow` lists served (a list request
- *   answered 200: a paged list's pages are one list, a streaming list is one; a list refused with a
- *   status is a failure, one that got no answer is paced as rule 7 says) and `Ceilings.answeredFailuresPerWindow` requests the server
- *   answered with a failure (a non-2xx status, an `ERROR` event, a malformed body: not a reset or
- *   silence, which rule 7 paces at about one a second), each plus `allowancePerChange` for every
- *   change of the truth in that window (a watch that hears a change starts every back-off afresh,
- *   rules 5 and 7, so each change heard may legitimately buy a few quick retries; a bookmark is not a
- *   change); and in any second at most `requestsPerSecond` requests (no loop at a standing clock).
+ *   answered 200; a paged list's pages are one list, a streaming list is one) and
+ *   `Ceilings.answeredFailuresPerWindow` requests the server answered with a failure (a non-2xx
+ *   status, an `ERROR` event, a malformed body; not a 429, whose pace is the server's `Retry-After`,
+ *   rule 6; not a reset or silence, which rule 7 paces at about one a second), each plus
+ *   `allowancePerChange` for every change of the truth in that window (a watch that hears a change
+ *   starts every back-off afresh, rules 5 and 7, so each change heard may buy a few quick retries; a
+ *   bookmark is not a change); and in any second at most `requestsPerSecond` requests, a list's
+ *   pages counted once (no loop at a standing clock).
  * - `gone`: a reader (`changes(name)`, `allChanges`) is told a name gone after it heard it present
  *   at resourceVersion p, or the cache drops a name it held at p, only if the truth had the name out
  *   of the selector (deleted, or its label taken away) at some resourceVersion after p.
@@ -45,6 +46,12 @@ export const Ceilings = {
   requestsPerSecond: 8,
   /** Extra requests a second allows per change of the truth in it. */
   requestsPerChangeInSecond: 3,
+  /**
+   * Whether a 429 counts toward the failures ceiling. It does not: rule 6 waits what the server's
+   * `Retry-After` asks (at least the floor), so a server that keeps throttling sets the pace itself;
+   * such answers are held to the per-second ceiling only.
+   */
+  throttlingCountsAsFailure: false,
   /** How long the server behaves before the cache must be the truth. */
   convergeAfterMs: 60_000
 } as const
@@ -78,7 +85,11 @@ export interface QuiescentView {
 }
 
 /** A reader's last word on one name: present at a resourceVersion, or gone. */
-type Word = { readonly present: false } | { readonly present: true; readonly resourceVersion: string; readonly phase: string }
+type Word = { readonly present: false } | {
+  readonly present: true
+  readonly resourceVersion: string
+  readonly phase: string
+}
 
 const wordOf = (value: Option.Option<Sandbox>): Word =>
   Option.isSome(value)
@@ -121,7 +132,8 @@ export class Invariants implements DraftRecorder {
     return this.budgets.maxListBytes !== undefined && this.enabled.has("bounds")
   }
 
-  private violate(property: PropertyName, message: string): void {
+  /** Records a violation of `property` (when it is being checked) and says so in the trace. */
+  violate(property: PropertyName, message: string): void {
     if (!this.enabled.has(property)) return
     this.violations.push({ property, at: this.now(), message })
     this.trace.add("check", `VIOLATION (${property}): ${message}`)
@@ -178,8 +190,9 @@ export class Invariants implements DraftRecorder {
           return
         }
       }
-      if (record.answeredFailure) {
-        const failures = this.requests.filter((r) => r.answeredFailure && inWindow(r)).length
+      const isFailure = (r: RequestRecord) => r.answeredFailure && (Ceilings.throttlingCountsAsFailure || !r.throttled)
+      if (isFailure(record)) {
+        const failures = this.requests.filter((r) => isFailure(r) && inWindow(r)).length
         const allowed = Ceilings.answeredFailuresPerWindow + allowance
         if (failures > allowed) {
           this.violate("pacing", `${failures} requests answered with a failure within ten minutes (at most ${allowed})`)
@@ -241,7 +254,10 @@ export class Invariants implements DraftRecorder {
     }
     const maxBytes = this.budgets.maxListBytes
     if (maxBytes !== undefined && bytes > maxBytes && !failed) {
-      this.violate("bounds", `a ${what}'s draft held ~${bytes} bytes at its check and went on (byte budget ${maxBytes})`)
+      this.violate(
+        "bounds",
+        `a ${what}'s draft held ~${bytes} bytes at its check and went on (byte budget ${maxBytes})`
+      )
     }
   }
 
@@ -299,7 +315,9 @@ export class Invariants implements DraftRecorder {
 
   private checkReaders(view: QuiescentView): void {
     for (const reader of this.readers.values()) {
-      const names = reader.only !== undefined ? [reader.only] : [...new Set([...reader.last.keys(), ...view.cache.keys()])]
+      const names = reader.only !== undefined
+        ? [reader.only]
+        : [...new Set([...reader.last.keys(), ...view.cache.keys()])]
       for (const name of names) {
         const heard = reader.last.get(name)
         const cached = view.cache.get(name)
@@ -331,15 +349,26 @@ export class Invariants implements DraftRecorder {
       expected.add(object.name)
       const cached = view.cache.get(object.name)
       if (object.garbled) {
-        // Rule 13: an unreadable state leaves the name unknown, or at an older state.
+        // Rule 13: an unreadable state leaves the name at an older state, or unknown.
         if (cached !== undefined && Number(cached.metadata.resourceVersion) >= object.resourceVersion) {
-          problems.push(`${object.name}: the cache holds @${cached.metadata.resourceVersion}, the truth an unreadable @${object.resourceVersion}`)
+          problems.push(
+            `${object.name}: the cache holds @${cached.metadata.resourceVersion}, the truth an unreadable ` +
+              `@${object.resourceVersion}`
+          )
+        } else if (cached === undefined && !view.unknown(object.name)) {
+          problems.push(
+            `${object.name}: neither cached nor unknown (the truth has an unreadable @${object.resourceVersion})`
+          )
         }
         continue
       }
       if (cached === undefined) {
-        problems.push(`${object.name}: missing from the cache (the truth has @${object.resourceVersion} ${object.phase})`)
-      } else if (cached.metadata.resourceVersion !== String(object.resourceVersion) || cached.status?.phase !== object.phase) {
+        problems.push(
+          `${object.name}: missing from the cache (the truth has @${object.resourceVersion} ${object.phase})`
+        )
+      } else if (
+        cached.metadata.resourceVersion !== String(object.resourceVersion) || cached.status?.phase !== object.phase
+      ) {
         problems.push(
           `${object.name}: the cache holds @${cached.metadata.resourceVersion} ${cached.status?.phase ?? "-"}, ` +
             `the truth @${object.resourceVersion} ${object.phase}`

@@ -9,7 +9,7 @@ import { scenario as scenarioArbitrary } from "./generator.ts"
 import type { RequestPlan, Scenario } from "./generator.ts"
 import type { PropertyName } from "./invariants.ts"
 import { PropertyNames } from "./invariants.ts"
-import { plansOf, runScenario, type RunResult, truthSteps } from "./simulate.ts"
+import { plansOf, type RunResult, runScenario, truthSteps } from "./simulate.ts"
 import { Names } from "./truth.ts"
 
 export interface SimulationCheck {
@@ -121,7 +121,8 @@ const describePlan = (plan: RequestPlan): string => {
         plan.endBookmark === "annotated" ? undefined : `end-bookmark=${plan.endBookmark}`,
         plan.lagBy === 0 ? undefined : `lag=${plan.lagBy}`,
         plan.emptyResourceVersion ? "empty-rv" : undefined,
-        plan.repeatNames ? "repeat-names" : undefined
+        plan.repeatNames ? "repeat-names" : undefined,
+        plan.spread === 0 ? undefined : `spread=${plan.spread}`
       ].filter((part) => part !== undefined).join(" ")
   }
 }
@@ -139,7 +140,13 @@ export const describeScenario = (scenario: Scenario): string => {
   return [
     `listMode ${scenario.listMode}, pageSize ${scenario.pageSize}, maxOpsBeforeYield ${scenario.maxOpsBeforeYield}, ` +
     `maxListItems ${scenario.maxListItems}, randomSeed ${scenario.randomSeed}`,
-    `readers: ${[...scenario.changes.map((i) => `changes(${Names[i]})`), ...(scenario.allChanges ? ["allChanges"] : [])].join(", ") || "none"}`,
+    `readers: ${
+      scenario.readers.map((reader) =>
+        `${reader.name === undefined ? "allChanges" : `changes(${Names[reader.name]})`}${
+          reader.startsAtRequest === 0 ? "" : ` from request ${reader.startsAtRequest}`
+        }${reader.work === 0 ? "" : ` (work ${reader.work})`}`
+      ).join(", ") || "none"
+    }`,
     `truth: ${truth.join("; ") || "nothing"}`,
     `plans (${plansOf(scenario).length} requests, then honest): ${stretches.join(", ") || "none"}`
   ].join("\n")
@@ -164,7 +171,9 @@ const formatReport = (
     path === undefined ? "" : ` --path ${path}`
   }${check.maxListBytes === undefined ? "" : ` --list-bytes ${check.maxListBytes}`}`
   return [
-    `The simulation found a violation (fast-check seed ${seed}${path === undefined ? "" : `, path ${path}`}, shrunk ${shrinks} times).`,
+    `The simulation found a violation (fast-check seed ${seed}${
+      path === undefined ? "" : `, path ${path}`
+    }, shrunk ${shrinks} times).`,
     `Replay: ${replay}`,
     "",
     ...result.violations.map((v) => `VIOLATION (${v.property}) at ${(v.at / 1000).toFixed(3)}s: ${v.message}`),

@@ -36,7 +36,9 @@ const seeds = whole("seeds", values.seeds)!
 const maxShrinkRuns = whole("shrink", values.shrink)!
 const maxListBytes = whole("list-bytes", values["list-bytes"] ?? process.env.SIM_LIST_BYTES)
 const seed = whole("seed", values.seed) ?? Math.floor(Math.random() * 2 ** 31)
-if (values.path !== undefined && values.seed === undefined) throw new Error("--path replays a failure: give its --seed too")
+if (values.path !== undefined && values.seed === undefined) {
+  throw new Error("--path replays a failure: give its --seed too")
+}
 
 let failed = 0
 for (const property of properties) {

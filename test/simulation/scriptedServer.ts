@@ -24,9 +24,10 @@
 import type { Dispatcher } from "@effect/platform-node/Undici"
 import type { EventEmitter } from "node:events"
 import { Readable } from "node:stream"
-import type { RequestPlan } from "./generator.ts"
+import type { AnswerPlan, RequestPlan } from "./generator.ts"
 import { Honest } from "./generator.ts"
 import type { SimClock } from "./simRuntime.ts"
+import { hops } from "./simRuntime.ts"
 import type { Trace } from "./trace.ts"
 import type { SelectorEvent, Truth, TruthChange, TruthObject } from "./truth.ts"
 import { describeObject, FirstResourceVersion, objectJson } from "./truth.ts"
@@ -44,6 +45,8 @@ export interface RequestRecord {
   served: boolean
   /** The server answered with a failure: a non-2xx status, an `ERROR` event, a malformed body. */
   answeredFailure: boolean
+  /** That failure was a 429 (a status or an `ERROR`): the server named how long to wait (rule 6). */
+  throttled: boolean
   /** A list's pages share a chain (a list's first page starts one). */
   readonly chain: number | undefined
 }
@@ -59,6 +62,8 @@ export interface ServerSettings {
   readonly maxMisbehaviourMs: number
   /** More requests than this at one instant: the watch is in a loop; the server stops answering. */
   readonly maxRequestsAtOneInstant: number
+  /** The honest answers' `spread` (how what they send is cut into reads): the network's timing. */
+  readonly honestSpread: number
 }
 
 const BookmarkEveryMs = 60_000
@@ -79,10 +84,12 @@ interface Item {
   readonly said: string
 }
 
-type AnswerPlan = Extract<RequestPlan, { readonly _tag: "Answer" }>
+const spreadOf = (answer: OpenAnswer): number => (answer.plan._tag === "Answer" ? answer.plan.spread : 0)
 
 class OpenAnswer {
   ended = false
+  /** Sends spread over microtasks, in order. */
+  outbox: Promise<void> = Promise.resolve()
   live = false
   sent = 0
   position: number
@@ -116,6 +123,9 @@ const statusBody = (code: number, reason: string, message: string, details?: Rec
 
 const reset = () => Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" })
 
+const honestButForSpread = (plan: AnswerPlan): boolean =>
+  (Object.keys(Honest) as Array<keyof AnswerPlan>).every((key) => key === "spread" || plan[key] === Honest[key])
+
 const describePlan = (plan: RequestPlan): string => {
   switch (plan._tag) {
     case "Status":
@@ -125,17 +135,20 @@ const describePlan = (plan: RequestPlan): string => {
     case "NoAnswer":
       return plan.how === "reset" ? "no answer (reset)" : "no answer (headers never come)"
     case "Answer": {
-      if (plan === Honest) return "honest"
+      if (honestButForSpread(plan)) return plan.spread === 0 ? "honest" : `honest spread=${plan.spread}`
       const flaws = [
         plan.upTo === undefined ? undefined : `upTo=${plan.upTo}`,
         plan.liveMs === Number.POSITIVE_INFINITY ? "live=term" : `live=${plan.liveMs / 1000}s`,
         plan.bookmarks ? "bookmarks" : undefined,
         plan.bookmarkBeforeEnd ? "bookmark-before-end" : undefined,
-        `ending=${plan.ending}${plan.ending === "error429" && plan.retryAfter !== undefined ? `(${plan.retryAfter}s)` : ""}`,
+        `ending=${plan.ending}${
+          plan.ending === "error429" && plan.retryAfter !== undefined ? `(${plan.retryAfter}s)` : ""
+        }`,
         plan.endBookmark === "annotated" ? undefined : `end-bookmark=${plan.endBookmark}`,
         plan.lagBy === 0 ? undefined : `lag=${plan.lagBy}`,
         plan.emptyResourceVersion ? "empty-rv" : undefined,
-        plan.repeatNames ? "repeat-names" : undefined
+        plan.repeatNames ? "repeat-names" : undefined,
+        plan.spread === 0 ? undefined : `spread=${plan.spread}`
       ]
       return `answer ${flaws.filter((f) => f !== undefined).join(" ")}`
     }
@@ -159,6 +172,8 @@ export class ScriptedServer {
   /** Why the server stopped answering (a loop at one instant), if it did. */
   halted: string | undefined = undefined
 
+  private readonly honest: RequestPlan
+
   constructor(
     private readonly truth: Truth,
     private readonly plans: ReadonlyArray<RequestPlan>,
@@ -167,9 +182,13 @@ export class ScriptedServer {
     private readonly observer: ServerObserver,
     private readonly settings: ServerSettings
   ) {
+    this.honest = settings.honestSpread === 0 ? Honest : { ...Honest, spread: settings.honestSpread }
     this.schedule(settings.maxMisbehaviourMs, () => {
       if (this.planIndex < this.plans.length) {
-        this.trace.add("server", `misbehaved for ${settings.maxMisbehaviourMs / 60_000} min: the plans left are dropped`)
+        this.trace.add(
+          "server",
+          `misbehaved for ${settings.maxMisbehaviourMs / 60_000} min: the plans left are dropped`
+        )
         this.planIndex = this.plans.length
         this.maybeCalm()
       }
@@ -226,7 +245,9 @@ export class ScriptedServer {
     const before = change.before === undefined ? "" : ` (was ${describeObject(change.before)})`
     this.trace.add(
       "truth",
-      `rv ${change.resourceVersion}: ${change.kind} ${change.after === undefined ? change.name : describeObject(change.after)}${before}`
+      `rv ${change.resourceVersion}: ${change.kind} ${
+        change.after === undefined ? change.name : describeObject(change.after)
+      }${before}`
     )
     this.observer.onChange(change)
     const event = this.truth.eventAt(change.resourceVersion)
@@ -269,13 +290,22 @@ export class ScriptedServer {
       ? { _tag: "NoAnswer", how: "hang" }
       : scripted
       ? this.plans[this.planIndex++]!
-      : Honest
+      : this.honest
     const chain = kind === "list"
       ? ++this.chainCount
       : kind === "page"
       ? Number(query.get("continue")!.split(".")[0])
       : undefined
-    const record: RequestRecord = { index, at: now, kind, scripted, served: false, answeredFailure: false, chain }
+    const record: RequestRecord = {
+      index,
+      at: now,
+      kind,
+      scripted,
+      served: false,
+      answeredFailure: false,
+      throttled: false,
+      chain
+    }
     this.observer.onRequest(record)
     const asked = kind === "watch"
       ? `watch rv=${query.get("resourceVersion") ?? "(none)"}`
@@ -320,6 +350,7 @@ export class ScriptedServer {
           return
         case "Status":
           record.answeredFailure = true
+          record.throttled = plan.code === 429
           return this.answerStatus(plan, kind, query, respond)
         case "Answer":
           return watch
@@ -506,7 +537,9 @@ export class ScriptedServer {
         if (plan.repeatNames) items.push(this.objectItem("ADDED", object, undefined))
       }
       const rv = plan.emptyResourceVersion || plan.endBookmark === "emptyRv" ? "" : String(at)
-      if (plan.endBookmark === "annotated" || plan.endBookmark === "emptyRv") items.push(this.bookmarkItem(rv, true, at))
+      if (plan.endBookmark === "annotated" || plan.endBookmark === "emptyRv") {
+        items.push(this.bookmarkItem(rv, true, at))
+      }
       if (plan.endBookmark === "plain") items.push(this.bookmarkItem(rv, false, at))
       for (const event of this.truth.eventsBetween(at, current)) items.push(this.eventItem(event))
     } else {
@@ -562,44 +595,78 @@ export class ScriptedServer {
       if (item.counts) answer.sent++
       if (item.position !== undefined) answer.position = item.position
     }
-    this.trace.add("server", `#${answer.record.index} ← ${items.map((item) => item.said).join("; ")}`)
-    answer.stream.push(Buffer.from(items.map((item) => item.line + "\n").join("")))
+    const index = answer.record.index
+    if (spreadOf(answer) === 0) {
+      this.trace.add("server", `#${index} ← ${items.map((item) => item.said).join("; ")}`)
+      return this.deliver(answer, (stream) => stream.push(Buffer.from(items.map((item) => item.line + "\n").join(""))))
+    }
+    for (const item of items) {
+      this.deliver(answer, (stream) => {
+        this.trace.add("server", `#${index} ← ${item.said}`)
+        stream.push(Buffer.from(item.line + "\n"))
+      })
+    }
+  }
+
+  /**
+   * Does `action` on the answer's body: now, or (a plan that spreads its sends) a few microtasks
+   * after the one before, each its own read for the client. A spread send is announced at once
+   * (`readable`), not on Node's next tick, which comes only once every fiber has stopped: so it
+   * lands amid what the fibers are doing, as bytes from a socket can when the runtime's scheduler
+   * lets the event loop in between its tasks.
+   */
+  private deliver(answer: OpenAnswer, action: (stream: Readable) => void): void {
+    const run = (announce: boolean) => {
+      const stream = answer.stream
+      if (answer.ended || stream === undefined || stream.destroyed) return
+      action(stream)
+      if (announce && !stream.destroyed) stream.emit("readable")
+    }
+    const spread = spreadOf(answer)
+    if (spread === 0) return run(false)
+    answer.outbox = answer.outbox.then(() => hops(spread)).then(() => run(true))
   }
 
   /** The plan's ending, now. */
   private finish(answer: OpenAnswer): void {
     if (answer.ended || answer.stream === undefined || answer.plan._tag !== "Answer") return
     const plan = answer.plan
-    const stream = answer.stream
     answer.live = false
     for (const timer of answer.timers) timer.cancelled = true
     if (plan.bookmarkBeforeEnd) {
       this.send(answer, [this.bookmarkItem(this.bookmarkVersion(answer), false, answer.position)])
     }
+    const index = answer.record.index
     const error = (status: ReturnType<typeof statusBody>) => {
       answer.record.answeredFailure = true
-      this.trace.add("server", `#${answer.record.index} ← ERROR ${status.code} ${status.reason}, then a close`)
-      stream.push(Buffer.from(JSON.stringify({ type: "ERROR", object: status }) + "\n"))
-      stream.push(null)
+      answer.record.throttled = status.code === 429
+      this.deliver(answer, (stream) => {
+        this.trace.add("server", `#${index} ← ERROR ${status.code} ${status.reason}, then a close`)
+        stream.push(Buffer.from(JSON.stringify({ type: "ERROR", object: status }) + "\n"))
+        stream.push(null)
+      })
     }
     switch (plan.ending) {
       case "close":
-        this.trace.add("server", `#${answer.record.index} ← clean close`)
-        stream.push(null)
-        return
+        return this.deliver(answer, (stream) => {
+          this.trace.add("server", `#${index} ← clean close`)
+          stream.push(null)
+        })
       case "reset":
-        this.trace.add("server", `#${answer.record.index} ← reset`)
-        stream.destroy(reset())
-        return
+        return this.deliver(answer, (stream) => {
+          this.trace.add("server", `#${index} ← reset`)
+          stream.destroy(reset())
+        })
       case "silence":
-        this.trace.add("server", `#${answer.record.index} ← silence from here on`)
+        this.trace.add("server", `#${index} ← silence from here on`)
         return
       case "truncated":
         answer.record.answeredFailure = true
-        this.trace.add("server", `#${answer.record.index} ← half a line, then a close`)
-        stream.push(Buffer.from("{\"type\":\"ADDED\",\"object\":{\"metadata\":"))
-        stream.push(null)
-        return
+        return this.deliver(answer, (stream) => {
+          this.trace.add("server", `#${index} ← half a line, then a close`)
+          stream.push(Buffer.from("{\"type\":\"ADDED\",\"object\":{\"metadata\":"))
+          stream.push(null)
+        })
       case "error410":
         return error(statusBody(410, "Expired", `too old resource version: ${answer.position}`))
       case "error429":

@@ -45,7 +45,12 @@ export class SimClock implements Clock.Clock {
     // An infinite sleep never wakes: it is not listed, so it never becomes "the next instant".
     if (!Number.isFinite(millis)) return Effect.never
     return Effect.async<void>((resume) => {
-      const sleeper: Sleeper = { at: this.now + millis, order: this.order++, wake: () => resume(Effect.void), cancelled: false }
+      const sleeper: Sleeper = {
+        at: this.now + millis,
+        order: this.order++,
+        wake: () => resume(Effect.void),
+        cancelled: false
+      }
       this.sleepers.push(sleeper)
       return Effect.sync(() => {
         sleeper.cancelled = true
@@ -111,6 +116,13 @@ export class SimScheduler implements Scheduler.Scheduler {
   get idle(): boolean {
     return this.queue.length === 0 && !this.draining
   }
+}
+
+/** Resolves after `count` microtask hops: a moment later within the same instant, among the fibers' tasks. */
+export const hops = (count: number): Promise<void> => {
+  let promise = Promise.resolve()
+  for (let i = 1; i < count; i++) promise = promise.then(() => undefined)
+  return promise
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))

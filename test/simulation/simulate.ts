@@ -16,7 +16,7 @@ import type { PropertyName, Violation } from "./invariants.ts"
 import { Ceilings, Invariants } from "./invariants.ts"
 import { ScriptedServer } from "./scriptedServer.ts"
 import { makeSimClient } from "./simClient.ts"
-import { settle, SimClock, SimScheduler } from "./simRuntime.ts"
+import { hops, settle, SimClock, SimScheduler } from "./simRuntime.ts"
 import { Trace } from "./trace.ts"
 import type { TruthStep } from "./truth.ts"
 import { Names, Truth } from "./truth.ts"
@@ -62,10 +62,10 @@ export const truthSteps = (scenario: Scenario): Array<TruthStep> => {
 export const plansOf = (scenario: Scenario): Array<RequestPlan> =>
   scenario.stretches.flatMap((stretch) => Array.from({ length: stretch.times }, () => stretch.cycle).flat())
 
-interface WaitStart {
-  readonly name: string
-  readonly createdAt: number
-}
+/** A wait or a reader to begin. */
+type Start =
+  | { readonly _tag: "Wait"; readonly name: string; readonly createdAt: number }
+  | { readonly _tag: "Reader"; readonly name: number | undefined; readonly label: string; readonly work: number }
 
 export const runScenario = async (scenario: Scenario, options: RunOptions): Promise<RunResult> => {
   const clock = new SimClock()
@@ -79,17 +79,36 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
     () => clock.unsafeCurrentTimeMillis(),
     options.properties
   )
-  const waitStarts: Array<WaitStart> = []
-  let offerWait: ((start: WaitStart) => void) | undefined
+  // Waits and readers that begin at a change of the truth, handed to the program's fiber as it happens.
+  const starts: Array<Start> = []
+  let offerStart: ((start: Start) => void) | undefined
+  const begin = (start: Start) => (offerStart === undefined ? starts.push(start) : offerStart(start))
+  const readers = scenario.readers.map((reader, index) => ({
+    ...reader,
+    label: `${reader.name === undefined ? "allChanges" : `changes(${Names[reader.name]})`}#${index + 1}`
+  }))
+  const readersAt = new Map<number, Array<typeof readers[number]>>()
+  for (const reader of readers) {
+    readersAt.set(reader.startsAtRequest, [...(readersAt.get(reader.startsAtRequest) ?? []), reader])
+  }
   const server = new ScriptedServer(truth, plansOf(scenario), clock, trace, {
-    onRequest: (record) => invariants.onRequest(record),
+    onRequest: (record) => {
+      invariants.onRequest(record)
+      for (const reader of readersAt.get(record.index) ?? []) begin({ _tag: "Reader", ...reader })
+    },
     onChange: (change) => {
       if (!change.awaited) return
-      const start = { name: change.name, createdAt: change.resourceVersion }
-      if (offerWait === undefined) waitStarts.push(start)
-      else offerWait(start)
+      const start: Start = { _tag: "Wait", name: change.name, createdAt: change.resourceVersion }
+      // The orchestrator waits right after its create answered: a few microtasks after the change.
+      if (scenario.waitHops === 0) begin(start)
+      else void hops(scenario.waitHops).then(() => begin(start))
     }
-  }, { maxMisbehaviourMs: MaxMisbehaviourMs, maxRequestsAtOneInstant: 200 })
+  }, {
+    maxMisbehaviourMs: MaxMisbehaviourMs,
+    maxRequestsAtOneInstant: 200,
+    honestSpread: scenario.honestSpread
+  })
+  for (const reader of readersAt.get(0) ?? []) begin({ _tag: "Reader", ...reader })
 
   let watch: SandboxWatch.SandboxWatchService | undefined
   const pendingWaits = new Map<number, string>()
@@ -122,27 +141,24 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
     }).pipe(Effect.provideService(KubeClient, client))
     watch = service
     const orchestrator = Orchestrator.make(service)
-    for (const index of scenario.changes) {
-      const name = Names[index]!
-      const label = `changes(${name})`
-      invariants.addReader(label, name)
-      yield* Effect.forkScoped(
-        Stream.runForEach(service.changes(name), (value) => Effect.sync(() => invariants.onHeard(label, name, value)))
-      )
-    }
-    if (scenario.allChanges) {
-      invariants.addReader("allChanges", undefined)
-      yield* Effect.forkScoped(
-        Stream.runForEach(
-          service.allChanges,
-          (change) => Effect.sync(() => invariants.onHeard("allChanges", change.name, change.sandbox))
-        )
-      )
-    }
-    const starts = yield* Queue.unbounded<WaitStart>()
-    offerWait = (start) => Queue.unsafeOffer(starts, start)
-    for (const start of waitStarts) Queue.unsafeOffer(starts, start)
-    const wait = ({ createdAt, name }: WaitStart) =>
+    const read = (start: Extract<Start, { readonly _tag: "Reader" }>) =>
+      Effect.suspend(() => {
+        invariants.addReader(start.label, start.name === undefined ? undefined : Names[start.name])
+        trace.add("reader", `${start.label} subscribes`)
+        const work = Effect.repeatN(Effect.void, start.work)
+        return start.name === undefined
+          ? Stream.runForEach(
+            service.allChanges,
+            (change) =>
+              Effect.zipRight(work, Effect.sync(() => invariants.onHeard(start.label, change.name, change.sandbox)))
+          )
+          : Stream.runForEach(
+            service.changes(Names[start.name]!),
+            (value) =>
+              Effect.zipRight(work, Effect.sync(() => invariants.onHeard(start.label, Names[start.name!]!, value)))
+          )
+      })
+    const wait = ({ createdAt, name }: Extract<Start, { readonly _tag: "Wait" }>) =>
       Effect.suspend(() => {
         const id = ++waitIds
         pendingWaits.set(id, name)
@@ -167,7 +183,13 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
           )
         )
       })
-    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(starts), (start) => Effect.forkScoped(wait(start)))))
+    const queue = yield* Queue.unbounded<Start>()
+    offerStart = (start) => Queue.unsafeOffer(queue, start)
+    for (const start of starts) Queue.unsafeOffer(queue, start)
+    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
+      Queue.take(queue),
+      (start) => Effect.forkScoped(start._tag === "Wait" ? wait(start) : read(start))
+    )))
     return yield* Effect.never
   }).pipe(
     Effect.scoped,
@@ -196,13 +218,11 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
   // The cluster as it is before the watch starts.
   server.fireDue()
   const fiber = Effect.runFork(program, { scheduler })
-  const stillBusy = () => {
-    invariants.violations.push({
-      property: "pacing",
-      at: clock.unsafeCurrentTimeMillis(),
-      message: "the fibers never all stopped at a standing clock (a loop that asks nothing of the server)"
-    })
-  }
+  const stillBusy = () =>
+    invariants.violate(
+      "pacing",
+      "the fibers never all stopped at a standing clock (a loop that asks nothing of the server)"
+    )
   try {
     if (!(await settle(scheduler))) stillBusy()
     invariants.atQuiescence(view())
@@ -230,14 +250,12 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
         break
       }
       invariants.atQuiescence(view())
-      if (clock.unsafeCurrentTimeMillis() >= HardStopMs) {
-        invariants.violations.push({
-          property: "convergence",
-          at: clock.unsafeCurrentTimeMillis(),
-          message: "the server never got to behave: a scripted answer stayed open (the watch never let go of it)"
-        })
-        break
-      }
+    }
+    if (invariants.violations.length === 0 && server.halted === undefined && server.calmFrom === undefined) {
+      invariants.violate(
+        "convergence",
+        "the server never got to behave: a scripted answer stayed open (the watch never let go of it)"
+      )
     }
   } finally {
     Effect.runFork(Fiber.interrupt(fiber), { scheduler })

@@ -112,7 +112,15 @@ export class Truth {
       current = new Map(current)
       if (after === undefined) current.delete(name)
       else current.set(name, after)
-      changes.push({ at: step.at, resourceVersion, kind, name, before, after, awaited: kind === "create" && step.awaited })
+      changes.push({
+        at: step.at,
+        resourceVersion,
+        kind,
+        name,
+        before,
+        after,
+        awaited: kind === "create" && step.awaited
+      })
       states.push(current)
     }
     this.changes = changes
@@ -190,7 +198,11 @@ const selectorEvent = (change: TruthChange): SelectorEvent | undefined => {
   if (was && !is) {
     // A deletion carries the last state at the deletion's resourceVersion; a label taken away, the new state.
     const object = change.after ?? change.before!
-    return { type: "DELETED", resourceVersion: change.resourceVersion, object: { ...object, resourceVersion: change.resourceVersion } }
+    return {
+      type: "DELETED",
+      resourceVersion: change.resourceVersion,
+      object: { ...object, resourceVersion: change.resourceVersion }
+    }
   }
   return undefined
 }
