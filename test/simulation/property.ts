@@ -24,6 +24,11 @@ export interface SimulationCheck {
   readonly maxShrinkRuns: number
   /** The byte budget to hold lists to (the `lists` branch's hook); none: unchecked, small objects. */
   readonly maxListBytes?: number | undefined
+  /**
+   * Only violations whose words match count (a run with others passes): to hunt one kind of
+   * failure, and shrink toward it rather than toward another the same property also catches.
+   */
+  readonly match?: RegExp | undefined
 }
 
 export interface SimulationOutcome {
@@ -62,7 +67,7 @@ export const checkSimulation = async (check: SimulationCheck): Promise<Simulatio
       // failure found so far (a candidate skipped by `pre` is not a counterexample).
       if (failures > 0) fc.pre(shrinkRuns++ < check.maxShrinkRuns)
       const result = await runScenario(scenario, options)
-      if (result.violations.length > 0) {
+      if (result.violations.some((violation) => check.match === undefined || check.match.test(violation.message))) {
         failures++
         return false
       }
@@ -169,7 +174,9 @@ const formatReport = (
     : [...lines.slice(0, 150), `... (${lines.length - TraceLines} lines) ...`, ...lines.slice(-(TraceLines - 150))]
   const replay = `npm run simulate -- --property ${check.properties.join(",")} --seed ${seed}${
     path === undefined ? "" : ` --path ${path}`
-  }${check.maxListBytes === undefined ? "" : ` --list-bytes ${check.maxListBytes}`}`
+  }${check.maxListBytes === undefined ? "" : ` --list-bytes ${check.maxListBytes}`}${
+    check.match === undefined ? "" : ` --match '${check.match.source}'`
+  }`
   return [
     `The simulation found a violation (fast-check seed ${seed}${
       path === undefined ? "" : `, path ${path}`

@@ -5,6 +5,7 @@
  *   npm run simulate -- --property pacing --seeds 500     one property (or a comma-separated few)
  *   npm run simulate -- --property waits --seed 42 --path 3:0:1   replay a reported failure
  *   npm run simulate -- --list-bytes 262144               hold lists to a byte budget (large objects)
+ *   npm run simulate -- --property convergence --match 'not woken'   hunt one kind of violation
  *
  * Each property is checked on its own (its failures do not hide another's). A failure prints the
  * seed and path that replay it, the shrunk scenario, the violation and the trace; the exit code is
@@ -20,7 +21,8 @@ const { values } = parseArgs({
     path: { type: "string" },
     property: { type: "string" },
     shrink: { type: "string", default: "1000" },
-    "list-bytes": { type: "string" }
+    "list-bytes": { type: "string" },
+    match: { type: "string" }
   }
 })
 
@@ -49,7 +51,8 @@ for (const property of properties) {
     seed,
     path: values.path,
     maxShrinkRuns,
-    maxListBytes
+    maxListBytes,
+    match: values.match === undefined ? undefined : new RegExp(values.match)
   })
   const cpu = process.cpuUsage(started)
   const cpuSeconds = ((cpu.user + cpu.system) / 1e6).toFixed(1)

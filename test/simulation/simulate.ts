@@ -5,21 +5,17 @@
  * truth, the plans, the yield budget and the jitter's seed; time is the simulation's clock and every
  * fiber task runs on the simulation's scheduler.
  */
-import { Cause, Duration, Effect, Exit, Fiber, Logger, LogLevel, Option, Queue, Random, Stream } from "effect"
-import { DefaultMaxLineBytes } from "../../src/KubeClient.ts"
-import { KubeClient } from "../../src/KubeClient.ts"
-import * as Orchestrator from "../../src/Orchestrator.ts"
-import * as SandboxWatch from "../../src/SandboxWatch.ts"
+import { Effect, Fiber } from "effect"
 import { recordDraftsWith } from "./draftSpy.ts"
 import type { GeneratedStep, RequestPlan, Scenario } from "./generator.ts"
 import type { PropertyName, Violation } from "./invariants.ts"
 import { Ceilings, Invariants } from "./invariants.ts"
 import { ScriptedServer } from "./scriptedServer.ts"
-import { makeSimClient } from "./simClient.ts"
 import { hops, settle, SimClock, SimScheduler } from "./simRuntime.ts"
 import { Trace } from "./trace.ts"
 import type { TruthStep } from "./truth.ts"
 import { Names, Truth } from "./truth.ts"
+import { makeWatchUsers, MaxListPages, type Start } from "./watchUsers.ts"
 
 export interface RunOptions {
   readonly properties: ReadonlySet<PropertyName>
@@ -36,8 +32,6 @@ export interface RunResult {
 
 /** How long the server may misbehave before the plans left are dropped. */
 export const MaxMisbehaviourMs = 20 * 60_000
-/** The budget of pages per list the client is given (small, so an endless continue reaches it). */
-export const MaxListPages = 12
 /** A run that goes on this long after its misbehaviour without the server calming is stopped. */
 const HardStopMs = MaxMisbehaviourMs + 30 * 60_000
 
@@ -62,11 +56,6 @@ export const truthSteps = (scenario: Scenario): Array<TruthStep> => {
 export const plansOf = (scenario: Scenario): Array<RequestPlan> =>
   scenario.stretches.flatMap((stretch) => Array.from({ length: stretch.times }, () => stretch.cycle).flat())
 
-/** A wait or a reader to begin. */
-type Start =
-  | { readonly _tag: "Wait"; readonly name: string; readonly createdAt: number }
-  | { readonly _tag: "Reader"; readonly name: number | undefined; readonly label: string; readonly work: number }
-
 export const runScenario = async (scenario: Scenario, options: RunOptions): Promise<RunResult> => {
   const clock = new SimClock()
   const scheduler = new SimScheduler()
@@ -79,22 +68,17 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
     () => clock.unsafeCurrentTimeMillis(),
     options.properties
   )
-  // Waits and readers that begin at a change of the truth, handed to the program's fiber as it happens.
-  const starts: Array<Start> = []
-  let offerStart: ((start: Start) => void) | undefined
-  const begin = (start: Start) => (offerStart === undefined ? starts.push(start) : offerStart(start))
-  const readers = scenario.readers.map((reader, index) => ({
-    ...reader,
-    label: `${reader.name === undefined ? "allChanges" : `changes(${Names[reader.name]})`}#${index + 1}`
-  }))
-  const readersAt = new Map<number, Array<typeof readers[number]>>()
-  for (const reader of readers) {
-    readersAt.set(reader.startsAtRequest, [...(readersAt.get(reader.startsAtRequest) ?? []), reader])
-  }
+  const readersAt = new Map<number, Array<Extract<Start, { readonly _tag: "Reader" }>>>()
+  scenario.readers.forEach((reader, index) => {
+    const label = `${reader.name === undefined ? "allChanges" : `changes(${Names[reader.name]})`}#${index + 1}`
+    const start = { _tag: "Reader" as const, name: reader.name, label, work: reader.work }
+    readersAt.set(reader.startsAtRequest, [...(readersAt.get(reader.startsAtRequest) ?? []), start])
+  })
+  let begin: (start: Start) => void = () => undefined
   const server = new ScriptedServer(truth, plansOf(scenario), clock, trace, {
     onRequest: (record) => {
       invariants.onRequest(record)
-      for (const reader of readersAt.get(record.index) ?? []) begin({ _tag: "Reader", ...reader })
+      for (const start of readersAt.get(record.index) ?? []) begin(start)
     },
     onChange: (change) => {
       if (!change.awaited) return
@@ -108,111 +92,17 @@ export const runScenario = async (scenario: Scenario, options: RunOptions): Prom
     maxRequestsAtOneInstant: 200,
     honestSpread: scenario.honestSpread
   })
-  for (const reader of readersAt.get(0) ?? []) begin({ _tag: "Reader", ...reader })
-
-  let watch: SandboxWatch.SandboxWatchService | undefined
-  const pendingWaits = new Map<number, string>()
-  let waitIds = 0
-
-  const limits = {
-    maxLineBytes: DefaultMaxLineBytes,
-    headersTimeout: Duration.seconds(30),
-    bodyTimeout: Duration.seconds(60),
-    maxListPageBytes: 128 * 1024 * 1024,
-    maxErrorBodyBytes: 64 * 1024,
-    maxListPages: MaxListPages,
-    maxListItems: scenario.maxListItems,
-    // The hook for the `lists` branch's byte budget: ignored by a client that has none.
-    ...(options.maxListBytes === undefined ? {} : { maxListBytes: options.maxListBytes })
-  }
-
-  const traceLogger = Logger.make(({ logLevel, message }) => {
-    const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
-    trace.add("watch", `${logLevel.label}: ${text}`)
+  const users = makeWatchUsers(scenario, {
+    server,
+    clock,
+    scheduler,
+    trace,
+    invariants,
+    maxListBytes: options.maxListBytes
   })
-
-  const program = Effect.gen(function*() {
-    const client = yield* makeSimClient(server.dispatcher, clock, limits)
-    const service = yield* SandboxWatch.make({
-      namespace: "ns",
-      listMode: scenario.listMode,
-      pageSize: scenario.pageSize,
-      jitter: true
-    }).pipe(Effect.provideService(KubeClient, client))
-    watch = service
-    const orchestrator = Orchestrator.make(service)
-    const read = (start: Extract<Start, { readonly _tag: "Reader" }>) =>
-      Effect.suspend(() => {
-        invariants.addReader(start.label, start.name === undefined ? undefined : Names[start.name])
-        trace.add("reader", `${start.label} subscribes`)
-        const work = Effect.repeatN(Effect.void, start.work)
-        return start.name === undefined
-          ? Stream.runForEach(
-            service.allChanges,
-            (change) =>
-              Effect.zipRight(work, Effect.sync(() => invariants.onHeard(start.label, change.name, change.sandbox)))
-          )
-          : Stream.runForEach(
-            service.changes(Names[start.name]!),
-            (value) =>
-              Effect.zipRight(work, Effect.sync(() => invariants.onHeard(start.label, Names[start.name!]!, value)))
-          )
-      })
-    const wait = ({ createdAt, name }: Extract<Start, { readonly _tag: "Wait" }>) =>
-      Effect.suspend(() => {
-        const id = ++waitIds
-        pendingWaits.set(id, name)
-        trace.add("wait", `awaitReady(${name}, createdAt ${createdAt}) begins`)
-        return orchestrator.awaitReady(name, { timeout: "2 hours", createdAt: String(createdAt) }).pipe(
-          Effect.exit,
-          Effect.tap((exit) =>
-            Effect.sync(() => {
-              pendingWaits.delete(id)
-              const outcome = Exit.match(exit, {
-                onSuccess: (sandbox) => `Ready @${sandbox.metadata.resourceVersion}`,
-                onFailure: (cause) =>
-                  Option.match(Cause.failureOption(cause), {
-                    onNone: () => Cause.pretty(cause),
-                    onSome: (error) => `${error._tag}: ${error.message}`
-                  })
-              })
-              const gone = Exit.isFailure(exit) &&
-                Option.exists(Cause.failureOption(exit.cause), (error) => error._tag === "SandboxGone")
-              invariants.onWaitEnded(name, createdAt, outcome, gone)
-            })
-          )
-        )
-      })
-    const queue = yield* Queue.unbounded<Start>()
-    offerStart = (start) => Queue.unsafeOffer(queue, start)
-    for (const start of starts) Queue.unsafeOffer(queue, start)
-    yield* Effect.forkScoped(Effect.forever(Effect.flatMap(
-      Queue.take(queue),
-      (start) => Effect.forkScoped(start._tag === "Wait" ? wait(start) : read(start))
-    )))
-    return yield* Effect.never
-  }).pipe(
-    Effect.scoped,
-    Effect.withMaxOpsBeforeYield(scenario.maxOpsBeforeYield),
-    Effect.withRandom(Random.make(scenario.randomSeed)),
-    Effect.withClock(clock),
-    Effect.withScheduler(scheduler),
-    Effect.provide(Logger.replace(Logger.defaultLogger, traceLogger)),
-    Logger.withMinimumLogLevel(LogLevel.Info)
-  )
-
-  const view = () => {
-    const service = watch
-    const cache = service === undefined ? new Map() : Effect.runSync(service.snapshot)
-    const synced = service === undefined ? false : Effect.runSync(service.lookup(Names[0]!)).synced
-    return {
-      synced,
-      cache,
-      unknown: (name: string) => service !== undefined && Effect.runSync(service.lookup(name)).unknown,
-      pendingWaits: [...pendingWaits.values()],
-      calmFrom: server.calmFrom
-    }
-  }
+  begin = users.begin
+  for (const start of readersAt.get(0) ?? []) begin(start)
+  const { program, view } = users
 
   recordDraftsWith(invariants)
   // The cluster as it is before the watch starts.
