@@ -8,9 +8,11 @@
  *   SIM_SEEDS=500 SIM_SEED=7 npx vitest run test/simulation/Simulation.test.ts     more, or other, scenarios
  *   SIM_LIST_BYTES=262144 ...                                                      the byte budget's hook
  *
- * The fast suite draws `SIM_SEEDS` scenarios (default 60) per property from a fixed seed, so it is
- * deterministic; `npm run simulate` draws many more from a random one. A failure's message is the
- * shrunk scenario and its trace, and the command that replays it.
+ * The fast suite draws `SIM_SEEDS` scenarios (default 60) per property, and `SIM_CROWDED_SEEDS`
+ * (default 300) crowded starts for the two properties a lost wake-up breaks, from a fixed seed
+ * (`SIM_SEED`, default 46), so it is deterministic; `npm run simulate` draws many more from a
+ * random one. A failure's message is the shrunk scenario and its trace, and the command that
+ * replays it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
@@ -22,6 +24,8 @@ import { runScenario } from "./simulate.ts"
 
 const selected = parseProperties(process.env.SIM_PROPERTIES)
 const seeds = Number(process.env.SIM_SEEDS ?? "60")
+/** Crowded starts are short (about a fifth of a scenario's CPU) and where a lost wake-up shows. */
+const crowdedSeeds = Number(process.env.SIM_CROWDED_SEEDS ?? "300")
 const seed = Number(process.env.SIM_SEED ?? "46")
 const maxListBytes = process.env.SIM_LIST_BYTES === undefined ? undefined : Number(process.env.SIM_LIST_BYTES)
 
@@ -40,6 +44,19 @@ describe("simulation: the watch against an adversarial server", () => {
       })
       expect(outcome.ok, outcome.report).toBe(true)
       expect(outcome.runs).toBe(seeds)
+    }, 10 * Minutes)
+  }
+  for (const property of ["convergence", "waits"] as const) {
+    it.runIf(selected.includes(property))(`${property}, at crowded starts`, async () => {
+      const outcome = await checkSimulation({
+        properties: [property],
+        numRuns: crowdedSeeds,
+        seed,
+        maxShrinkRuns: 100,
+        focus: "crowdedStart"
+      })
+      expect(outcome.ok, outcome.report).toBe(true)
+      expect(outcome.runs).toBe(crowdedSeeds)
     }, 10 * Minutes)
   }
 })

@@ -6,7 +6,7 @@
  */
 import { FastCheck as fc } from "effect"
 import { scenario as scenarioArbitrary } from "./generator.ts"
-import type { RequestPlan, Scenario } from "./generator.ts"
+import type { Focus, RequestPlan, Scenario } from "./generator.ts"
 import type { PropertyName } from "./invariants.ts"
 import { PropertyNames } from "./invariants.ts"
 import { plansOf, type RunResult, runScenario, truthSteps } from "./simulate.ts"
@@ -29,6 +29,8 @@ export interface SimulationCheck {
    * failure, and shrink toward it rather than toward another the same property also catches.
    */
   readonly match?: RegExp | undefined
+  /** Which scenarios to draw (`generator.ts`); default any. */
+  readonly focus?: Focus | undefined
 }
 
 export interface SimulationOutcome {
@@ -60,12 +62,16 @@ export const checkSimulation = async (check: SimulationCheck): Promise<Simulatio
   const options = { properties, maxListBytes: check.maxListBytes }
   let failures = 0
   let shrinkRuns = 0
+  let cutShort = false
   const property = fc.asyncProperty(
-    scenarioArbitrary({ largeObjects: check.maxListBytes !== undefined }),
+    scenarioArbitrary({ largeObjects: check.maxListBytes !== undefined }, check.focus),
     async (scenario) => {
       // Once the shrink budget is spent, no more candidates are run: fast-check keeps the smallest
       // failure found so far (a candidate skipped by `pre` is not a counterexample).
-      if (failures > 0) fc.pre(shrinkRuns++ < check.maxShrinkRuns)
+      if (failures > 0) {
+        cutShort = shrinkRuns >= check.maxShrinkRuns
+        fc.pre(shrinkRuns++ < check.maxShrinkRuns)
+      }
       const result = await runScenario(scenario, options)
       if (result.violations.some((violation) => check.match === undefined || check.match.test(violation.message))) {
         failures++
@@ -103,7 +109,7 @@ export const checkSimulation = async (check: SimulationCheck): Promise<Simulatio
     shrinks: details.numShrinks,
     counterexample,
     result,
-    report: formatReport(check, details.seed, path, details.numShrinks, counterexample, result)
+    report: formatReport(check, details.seed, path, details.numShrinks, cutShort, counterexample, result)
   }
 }
 
@@ -165,6 +171,7 @@ const formatReport = (
   seed: number,
   path: string | undefined,
   shrinks: number,
+  cutShort: boolean,
   scenario: Scenario,
   result: RunResult
 ): string => {
@@ -176,12 +183,17 @@ const formatReport = (
     path === undefined ? "" : ` --path ${path}`
   }${check.maxListBytes === undefined ? "" : ` --list-bytes ${check.maxListBytes}`}${
     check.match === undefined ? "" : ` --match '${check.match.source}'`
-  }`
+  }${check.focus === undefined || check.focus === "any" ? "" : ` --focus ${check.focus}`}`
   return [
     `The simulation found a violation (fast-check seed ${seed}${
       path === undefined ? "" : `, path ${path}`
     }, shrunk ${shrinks} times).`,
     `Replay: ${replay}`,
+    ...(cutShort
+      ? [
+        `(Shrinking stopped at its budget of ${check.maxShrinkRuns} runs: --seed ${seed} --shrink 3000 shrinks further.)`
+      ]
+      : []),
     "",
     ...result.violations.map((v) => `VIOLATION (${v.property}) at ${(v.at / 1000).toFixed(3)}s: ${v.message}`),
     "",

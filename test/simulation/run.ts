@@ -6,6 +6,7 @@
  *   npm run simulate -- --property waits --seed 42 --path 3:0:1   replay a reported failure
  *   npm run simulate -- --list-bytes 262144               hold lists to a byte budget (large objects)
  *   npm run simulate -- --property convergence --match 'not woken'   hunt one kind of violation
+ *   npm run simulate -- --property convergence --focus crowdedStart  only crowded starts (cheap, race-prone)
  *
  * Each property is checked on its own (its failures do not hide another's). A failure prints the
  * seed and path that replay it, the shrunk scenario, the violation and the trace; the exit code is
@@ -22,7 +23,8 @@ const { values } = parseArgs({
     property: { type: "string" },
     shrink: { type: "string", default: "1000" },
     "list-bytes": { type: "string" },
-    match: { type: "string" }
+    match: { type: "string" },
+    focus: { type: "string" }
   }
 })
 
@@ -38,6 +40,8 @@ const seeds = whole("seeds", values.seeds)!
 const maxShrinkRuns = whole("shrink", values.shrink)!
 const maxListBytes = whole("list-bytes", values["list-bytes"] ?? process.env.SIM_LIST_BYTES)
 const seed = whole("seed", values.seed) ?? Math.floor(Math.random() * 2 ** 31)
+const focus = values.focus ?? "any"
+if (focus !== "any" && focus !== "crowdedStart") throw new Error(`--focus is any or crowdedStart, not "${focus}"`)
 if (values.path !== undefined && values.seed === undefined) {
   throw new Error("--path replays a failure: give its --seed too")
 }
@@ -52,7 +56,8 @@ for (const property of properties) {
     path: values.path,
     maxShrinkRuns,
     maxListBytes,
-    match: values.match === undefined ? undefined : new RegExp(values.match)
+    match: values.match === undefined ? undefined : new RegExp(values.match),
+    focus
   })
   const cpu = process.cpuUsage(started)
   const cpuSeconds = ((cpu.user + cpu.system) / 1e6).toFixed(1)
