@@ -242,7 +242,7 @@ const plan: fc.Arbitrary<RequestPlan> = weighted<RequestPlan>(
 
 const stretch: fc.Arbitrary<Stretch> = fc.record({
   cycle: fc.array(plan, { minLength: 1, maxLength: 3 }),
-  times: weighted([2, fc.integer({ min: 1, max: 3 })], [1, fc.integer({ min: 4, max: 40 })])
+  times: weighted([2, fc.integer({ min: 1, max: 3 })], [1, fc.integer({ min: 4, max: 30 })])
 })
 
 const reader = (startsAtRequest: fc.Arbitrary<number>, work: fc.Arbitrary<number>): fc.Arbitrary<ReaderPlan> =>
@@ -267,8 +267,8 @@ const anyScenario = (options: GeneratorOptions): fc.Arbitrary<Scenario> =>
     randomSeed: fc.nat(),
     initial: fc.array(step(options, fc.constant(0)), { maxLength: 4 }),
     // At least two seconds apart: the pacing ceilings allow a burst of requests per change heard.
-    steps: fc.array(step(options, fc.integer({ min: 2, max: 120 }).map((s) => s * 1000)), { maxLength: 24 }),
-    stretches: fc.array(stretch, { maxLength: 8 }),
+    steps: fc.array(step(options, fc.integer({ min: 2, max: 120 }).map((s) => s * 1000)), { maxLength: 16 }),
+    stretches: fc.array(stretch, { maxLength: 6 }),
     readers: fc.array(
       reader(weighted([1, fc.constant(0)], [2, fc.integer({ min: 1, max: 40 })]), fc.nat({ max: 16 })),
       { maxLength: 5 }

@@ -41,8 +41,11 @@ export interface RequestRecord {
   /** `list`: a list's first page (a new list); `page`: a later page of one; `stream`: a streaming list. */
   readonly kind: RequestKind
   readonly scripted: boolean
-  /** The server answered 200: a list it served (whole or not), a watch it opened. */
-  served: boolean
+  /**
+   * A list the server served whole: a first page sent whole, a streaming list up to its end
+   * bookmark. (A list cut short is a failure answered, or no answer, and paced as such.)
+   */
+  listServed: boolean
   /** The server answered with a failure: a non-2xx status, an `ERROR` event, a malformed body. */
   answeredFailure: boolean
   /** That failure was a 429 (a status or an `ERROR`): the server named how long to wait (rule 6). */
@@ -82,6 +85,8 @@ interface Item {
   /** The resourceVersion the watch stands at once this is sent. */
   readonly position: number | undefined
   readonly said: string
+  /** The end bookmark of a streaming list: the list is served whole once this is sent. */
+  readonly endsList?: true
 }
 
 const spreadOf = (answer: OpenAnswer): number => (answer.plan._tag === "Answer" ? answer.plan.spread : 0)
@@ -301,7 +306,7 @@ export class ScriptedServer {
       at: now,
       kind,
       scripted,
-      served: false,
+      listServed: false,
       answeredFailure: false,
       throttled: false,
       chain
@@ -333,7 +338,6 @@ export class ScriptedServer {
       signal?.once("abort", onAbort)
       const respond = (statusCode: number, headers: Record<string, string>, stream: Readable) => {
         answer.stream = stream
-        if (statusCode === 200) record.served = true
         stream.once("close", () => {
           signal?.removeListener("abort", onAbort)
           this.ended(answer, "closed")
@@ -479,6 +483,7 @@ export class ScriptedServer {
         return
       }
       default:
+        answer.record.listServed = true
         stream.push(bytes)
         stream.push(null)
     }
@@ -514,7 +519,8 @@ export class ScriptedServer {
       }),
       counts: false,
       position,
-      said: `BOOKMARK "${resourceVersion}"${endOfList ? " (initial-events-end)" : ""}`
+      said: `BOOKMARK "${resourceVersion}"${endOfList ? " (initial-events-end)" : ""}`,
+      ...(endOfList ? { endsList: true as const } : {})
     }
   }
 
@@ -594,6 +600,7 @@ export class ScriptedServer {
     for (const item of items) {
       if (item.counts) answer.sent++
       if (item.position !== undefined) answer.position = item.position
+      if (item.endsList === true) answer.record.listServed = true
     }
     const index = answer.record.index
     if (spreadOf(answer) === 0) {
