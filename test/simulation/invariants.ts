@@ -196,7 +196,12 @@ export class Invariants implements DraftRecorder {
       }
       const isFailure = (r: RequestRecord) => r.answeredFailure && (Ceilings.throttlingCountsAsFailure || !r.throttled)
       if (isFailure(record)) {
-        const failures = this.requests.filter((r) => isFailure(r) && inWindow(r)).length
+        // A list's failed requests count once per chain (one paced attempt): the watch asks for a
+        // list's next page while it reads the one before (rule 1), so a list cut at every page
+        // fails two requests each time it is tried, not one.
+        const failed = this.requests.filter((r) => isFailure(r) && inWindow(r))
+        const chains = new Set(failed.flatMap((r) => r.chain === undefined ? [] : [r.chain]))
+        const failures = failed.filter((r) => r.chain === undefined).length + chains.size
         const allowed = Ceilings.answeredFailuresPerWindow + allowance
         if (failures > allowed) {
           this.violate("pacing", `${failures} requests answered with a failure within ten minutes (at most ${allowed})`)
