@@ -56,12 +56,12 @@ if (prototype[installed] !== true) {
   const putUndecodable = ListDraft.prototype.putUndecodable
   const overBudget = ListDraft.prototype.overBudget
   const toList = ListDraft.prototype.toList
-  ListDraft.prototype.put = function(this: ListDraft<any> & Spied, item) {
+  ListDraft.prototype.put = function(this: ListDraft<any> & Spied, item, bytes) {
     if (this.__simFailed === true) recorder?.onPutAfterFailure(this)
     if (recorder?.countBytes === true) {
-      ;(this.__simBytes ??= new Map()).set(item.metadata.name, JSON.stringify(item).length)
+      ;(this.__simBytes ??= new Map()).set(item.metadata.name, bytes ?? JSON.stringify(item).length)
     }
-    return put.call(this, item)
+    return put.call(this, item, bytes)
   }
   ListDraft.prototype.putUndecodable = function(this: ListDraft<any> & Spied, event) {
     if (this.__simFailed === true) recorder?.onPutAfterFailure(this)

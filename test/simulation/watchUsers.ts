@@ -6,7 +6,7 @@
  * to the program's own fiber, which forks them with the run's clock, scheduler and yield budget.
  */
 import { Cause, Duration, Effect, Exit, Logger, LogLevel, Option, Queue, Random, Stream } from "effect"
-import { DefaultMaxLineBytes, KubeClient } from "../../src/KubeClient.ts"
+import { DefaultMaxLineBytes, DefaultMaxListBytes, KubeClient } from "../../src/KubeClient.ts"
 import * as Orchestrator from "../../src/Orchestrator.ts"
 import type { Sandbox } from "../../src/Sandbox.ts"
 import * as SandboxWatch from "../../src/SandboxWatch.ts"
@@ -61,7 +61,7 @@ export const makeWatchUsers = (
     maxErrorBodyBytes: 64 * 1024,
     maxListPages: MaxListPages,
     maxListItems: scenario.maxListItems,
-    ...(context.maxListBytes === undefined ? {} : { maxListBytes: context.maxListBytes })
+    maxListBytes: context.maxListBytes ?? DefaultMaxListBytes
   }
 
   // The watch's log lines, Info and up, are what it did: they go to the trace.
