@@ -89,8 +89,7 @@ const pauseRequest = (transition: WatchMachine.Transition): Pacing.PauseRequest 
 })
 
 /** The resourceVersion a log line names for the next state: the one it resumes from, if any. */
-const resumeAnnotation = (at: WatchMachine.WatchState): string =>
-  at._tag === "Watching" ? at.resourceVersion : ""
+const resumeAnnotation = (at: WatchMachine.WatchState): string => at._tag === "Watching" ? at.resourceVersion : ""
 
 /** Everything the rounds read, and the records they may change. */
 export interface WatchLoop {
@@ -471,7 +470,14 @@ const afterDefect = (loop: WatchLoop, cause: Cause.Cause<RoundFailure>): Effect.
  */
 export const runWatchLoop = (loop: WatchLoop) => {
   const rounds = Stream.repeatEffect(roundsUntilPause(loop)).pipe(
-    Stream.retry(Pacing.retryPolicy(loop.state, (failure: RoundFailure) => pauseRequest(failure.transition), loop.settings, loop.annotations)),
+    Stream.retry(
+      Pacing.retryPolicy(
+        loop.state,
+        (failure: RoundFailure) => pauseRequest(failure.transition),
+        loop.settings,
+        loop.annotations
+      )
+    ),
     Stream.runDrain
   )
   return Effect.forever(
