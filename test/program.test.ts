@@ -287,7 +287,19 @@ describe("sandbox-watch --max-list-bytes", () => {
         const kubeconfig = join(dir, "kubeconfig")
         writeFileSync(kubeconfig, kubeconfigFor(server.url, "ns"))
         const program = yield* Program.start(
-          ["--kubeconfig", kubeconfig, "--output", "ndjson", "--list-mode", "stream", "--max-list-bytes", "4KiB"],
+          [
+            "--kubeconfig",
+            kubeconfig,
+            "--output",
+            "ndjson",
+            "--list-mode",
+            "stream",
+            "--max-list-bytes",
+            "4KiB",
+            // JSON logs carry the restart reason as an annotation (the text format leaves it out).
+            "--log-format",
+            "json"
+          ],
           { HOME: dir }
         )
         const at = yield* program.awaitStderr((line) => line.includes("went past 4 KiB (4096 bytes) of JSON held"))
