@@ -8,7 +8,7 @@
  *   SIM_SEEDS=500 SIM_SEED=7 npx vitest run test/simulation/Simulation.test.ts     more, or other, scenarios
  *   SIM_LIST_BYTES=262144 ...                                                      the byte budget's hook
  *
- * The fast suite draws `SIM_SEEDS` scenarios (default 60) per property, and `SIM_CROWDED_SEEDS`
+ * The fast suite draws `SIM_SEEDS` scenarios (default 100) per property, and `SIM_CROWDED_SEEDS`
  * (default 300) crowded starts for the two properties a lost wake-up breaks, from a fixed seed
  * (`SIM_SEED`, default 46), so it is deterministic; `npm run simulate` draws many more from a
  * random one. A failure's message is the shrunk scenario and its trace, and the command that
@@ -23,11 +23,17 @@ import { checkSimulation, parseProperties } from "./property.ts"
 import { runScenario } from "./simulate.ts"
 
 const selected = parseProperties(process.env.SIM_PROPERTIES)
-const seeds = Number(process.env.SIM_SEEDS ?? "60")
+const seeds = Number(process.env.SIM_SEEDS ?? "100")
 /** Crowded starts are short (about a fifth of a scenario's CPU) and where a lost wake-up shows. */
 const crowdedSeeds = Number(process.env.SIM_CROWDED_SEEDS ?? "300")
 const seed = Number(process.env.SIM_SEED ?? "46")
 const maxListBytes = process.env.SIM_LIST_BYTES === undefined ? undefined : Number(process.env.SIM_LIST_BYTES)
+
+/**
+ * Runs spent shrinking a failure here (a long scenario's run is a few tenths of a second); a report
+ * says when shrinking stopped there, and how to shrink further with `npm run simulate`.
+ */
+const ShrinkRuns = 40
 
 /** A run is slow only in CPU it is given; this bounds a hang, not a speed. */
 const Minutes = 60_000
@@ -39,7 +45,7 @@ describe("simulation: the watch against an adversarial server", () => {
         properties: [property],
         numRuns: seeds,
         seed,
-        maxShrinkRuns: 100,
+        maxShrinkRuns: ShrinkRuns,
         maxListBytes
       })
       expect(outcome.ok, outcome.report).toBe(true)
@@ -52,7 +58,7 @@ describe("simulation: the watch against an adversarial server", () => {
         properties: [property],
         numRuns: crowdedSeeds,
         seed,
-        maxShrinkRuns: 100,
+        maxShrinkRuns: ShrinkRuns,
         focus: "crowdedStart"
       })
       expect(outcome.ok, outcome.report).toBe(true)
