@@ -143,7 +143,7 @@ export interface KubeClientOptions {
    * keeps was read from (a streaming list's watch lines; a page's text shared among its objects),
    * managedFields left out unless the schema reads them. Past it the list is abandoned with
    * `KubeBodyTooLargeError` (unit `bytes`); a name sent again replaces its length. Default
-   * `DefaultMaxListBytes` (48 MiB).
+   * `DefaultMaxListBytes` (32 MiB).
    */
   readonly maxListBytes?: number
 }

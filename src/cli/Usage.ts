@@ -131,7 +131,7 @@ export const Flags = {
     name: "max-list-bytes",
     value: "bytes",
     description:
-      "The most JSON one list (paged or streamed) holds, e.g. `512Mi` (the length each Sandbox it keeps was read from, managedFields left out); past it the list fails and is tried again after a back-off. Raise it for a namespace that really holds that much (about 21,000 Sandboxes of 2.3 KB); a list this large costs several times as much memory while it lasts. Default: `48Mi`."
+      "The most JSON one list (paged or streamed) holds, e.g. `512Mi` (the length each Sandbox it keeps was read from, managedFields left out); past it the list fails and is tried again after a back-off. Raise it for a namespace that really holds that much (about 14,000 Sandboxes of 2.3 KB); a list this large costs several times as much memory while it lasts. Default: `32Mi`."
   }
 } as const satisfies Record<string, FlagDoc>
 

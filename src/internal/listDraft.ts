@@ -30,14 +30,14 @@ import { excerpt } from "./ndjsonLines.ts"
 export const DefaultMaxListItems = 100_000
 
 /**
- * 48 MiB of JSON held by one list: a hostile server's endless list of large objects (256 KiB each;
- * etcd takes up to 1.5 MiB) then peaks near the README's memory bound (458–519 MiB measured), where
- * 128 MiB passed 1 GiB: V8 frees such strings late, so a list's peak costs three to five times
- * what it keeps (`test/bench/results/2026-12-07-hostile-list-bytes.md`). It binds before
- * `DefaultMaxListItems` for a namespace of more than ~21,000 Sandboxes of the bench's 2.3 KB
+ * 32 MiB of JSON held by one list: a hostile server's endless list of large objects (256 KiB each;
+ * etcd takes up to 1.5 MiB) then peaks under the README's memory bound (417 and 488 MiB measured;
+ * 48 MiB reached 540 MiB, 128 MiB passed 1 GiB): V8 frees such strings late, so a list's peak
+ * costs three to five times what it keeps (`test/bench/results/2026-12-07-hostile-list-bytes.md`). It binds before
+ * `DefaultMaxListItems` for a namespace of more than ~14,000 Sandboxes of the bench's 2.3 KB
  * (managedFields cut); one that truly holds more raises it (`--max-list-bytes`).
  */
-export const DefaultMaxListBytes = 48 * 1024 * 1024
+export const DefaultMaxListBytes = 32 * 1024 * 1024
 
 export class ListDraft<A extends HasMetadata> {
   private readonly items = new Map<string, A>()
