@@ -150,8 +150,9 @@ describe("the program in a pod's shape against the real kube-apiserver", () => {
         )
         const said = yield* program.awaitStderr((l) => l.includes("not signed by"))
         const line = (yield* program.stderr)[said]!
+        // The text log names the request in a word ("the watch"); the server is named with the CA.
         expect(line).toContain(
-          `to https://127.0.0.1:${facts.port} got no answer: the server's certificate is not signed by the CA of ` +
+          `the watch got no answer: the server's certificate is not signed by the CA of ` +
             `in-cluster service account ${sa} (https://127.0.0.1:${facts.port}); is it this cluster's CA?`
         )
         yield* program.kill("SIGTERM")
