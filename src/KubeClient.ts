@@ -7,20 +7,17 @@
 // The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
 // undeclared dependency is imported.
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
-import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, type Stream } from "effect"
+import { makeClientService } from "./internal/clientService.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
 import type { WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
 import { DefaultMaxListBytes, DefaultMaxListItems } from "./internal/listDraft.ts"
-import { type Listing, makeListing } from "./internal/listPaging.ts"
+import type { Listing } from "./internal/listPaging.ts"
 import { proxyFor } from "./internal/proxy.ts"
-import { spanAttributes } from "./internal/requestParts.ts"
-import { type Limits, makeRequests } from "./internal/requestSender.ts"
-import { makeOpenWatch } from "./internal/watchOpening.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
 import type { KubeClientError } from "./KubeError.ts"
 import type { KubeResource } from "./KubeResource.ts"
-import { collectionPath, objectPath } from "./KubeResource.ts"
 import type { HasMetadata } from "./ObjectMeta.ts"
 import type { WatchEvent } from "./WatchEvent.ts"
 
@@ -206,56 +203,6 @@ const makeAgent = (connection: ClusterConnection): Effect.Effect<Dispatcher, nev
     (agent) => Effect.promise(() => agent.destroy().catch(() => undefined))
   )
 
-/** The service over a connection and an HTTP client (the client's lifetime is the caller's). */
-const makeService = (
-  connection: ClusterConnection,
-  dispatcher: Dispatcher,
-  timer: DeadlineTimer,
-  limits: Limits
-): KubeClientService => {
-  const requests = makeRequests(connection, dispatcher, timer, limits)
-  const { json } = requests
-  const { list, listAll } = makeListing(requests, limits)
-  const openWatch = makeOpenWatch(requests, timer, limits.maxLineBytes)
-
-  const watch = <A extends HasMetadata, I>(
-    resource: KubeResource,
-    schema: Schema.Schema<A, I>,
-    options?: WatchOptions
-  ): Stream.Stream<WatchEvent<A>, KubeClientError> =>
-    Stream.unwrapScoped(Effect.map(openWatch(resource, schema, options), Stream.repeatEffectChunkOption))
-
-  const span = (name: string, resource: KubeResource, namespace: string | undefined) =>
-    Effect.withSpan(`KubeClient.${name}`, { attributes: spanAttributes(resource, namespace) })
-
-  const subresourcePath = (
-    resource: KubeResource,
-    namespace: string | undefined,
-    name: string,
-    options: { readonly subresource?: "status" } | undefined
-  ) => objectPath(resource, namespace, name) + (options?.subresource === "status" ? "/status" : "")
-
-  return {
-    limits: { maxListItems: limits.maxListItems, maxListBytes: limits.maxListBytes },
-    list,
-    listAll,
-    watch,
-    openWatch,
-    get: (resource, namespace, name) =>
-      json("GET", objectPath(resource, namespace, name)).pipe(span("get", resource, namespace)),
-    create: (resource, namespace, body) =>
-      json("POST", collectionPath(resource, namespace), body).pipe(span("create", resource, namespace)),
-    replace: (resource, namespace, name, body, options) =>
-      json("PUT", subresourcePath(resource, namespace, name, options), body).pipe(span("replace", resource, namespace)),
-    mergePatch: (resource, namespace, name, patch, options) =>
-      json("PATCH", subresourcePath(resource, namespace, name, options), patch, "application/merge-patch+json").pipe(
-        span("mergePatch", resource, namespace)
-      ),
-    delete: (resource, namespace, name) =>
-      json("DELETE", objectPath(resource, namespace, name)).pipe(span("delete", resource, namespace))
-  }
-}
-
 /**
  * A client for the cluster `KubeConfig` names: one undici Agent (keep-alive, the cluster's CA,
  * client certificate and server name) that lives as long as the scope.
@@ -285,7 +232,7 @@ export const make = (
         return yield* Effect.dieMessage(`KubeClient: ${name} must be a positive integer, not ${value}`)
       }
     }
-    return makeService(connection, agent, timer, {
+    return makeClientService(connection, agent, timer, {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
       bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout),

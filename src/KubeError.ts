@@ -42,6 +42,13 @@ export class KubeTransportError extends Data.TaggedError("KubeTransportError")<{
 }> {}
 
 /**
+ * Whether the server's answer had begun: any failure but a transport error before the answer
+ * started. Health's "answered" and the watch's pacing (rule 7) both start from this.
+ */
+export const answerBegan = (error: KubeClientError): boolean =>
+  error._tag !== "KubeTransportError" || error.reached === "mid-answer"
+
+/**
  * A line of a watch body that is not a watch event (bad JSON, a truncated last line, no `type`), or
  * one no watch can go on from: a streaming list's end bookmark with an empty resourceVersion.
  */

@@ -164,7 +164,7 @@ const rows: ReadonlyArray<Row> = [
   {
     rule: "5. an ERROR 410 after events: re-list at the re-list pace too (what came before it resets nothing)",
     from: watching("10"),
-    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "11", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "11" }),
     next: "list(expired)",
     pause: "relist",
     restart: "expired"
@@ -172,7 +172,7 @@ const rows: ReadonlyArray<Row> = [
   {
     rule: "5. a watch that said only an ERROR 410: re-list at the re-list pace (at once the first time)",
     from: watching("10"),
-    end: End.ErrorEvent({ status: errorEvent(410, "Gone"), resourceVersion: "10", heard: false }),
+    end: End.ErrorEvent({ status: errorEvent(410, "Gone"), resourceVersion: "10" }),
     next: "list(expired)",
     pause: "relist",
     restart: "expired"
@@ -180,7 +180,7 @@ const rows: ReadonlyArray<Row> = [
   {
     rule: "5. an ERROR that is not a 410 (an etcd error) re-lists too",
     from: watching("10"),
-    end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "10", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "10" }),
     next: "list(error-event)",
     pause: "relist",
     restart: "error-event"
@@ -266,8 +266,7 @@ const rows: ReadonlyArray<Row> = [
     from: watching("10"),
     end: End.ErrorEvent({
       status: errorEvent(429, "TooManyRequests", { retryAfterSeconds: 5 }),
-      resourceVersion: "12",
-      heard: true
+      resourceVersion: "12"
     }),
     next: "watch(12)",
     pause: "retry-after 5000ms",
@@ -430,7 +429,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     rule: "16. a re-list after a 410 streams again",
     settings: auto,
     from: watchingAfterStream("30"),
-    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "30", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "30" }),
     next: "stream(expired)",
     pause: "relist",
     restart: "expired"
@@ -439,7 +438,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     rule: "17. an ERROR before the end bookmark drops the draft: stream again after the back-off",
     settings: auto,
     from: streaming(),
-    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "" }),
     next: "stream(initial)",
     pause: "backoff",
     restart: "stream-unfinished"
@@ -448,7 +447,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     rule: "17. a 504 too-large ERROR before the end bookmark: the same",
     settings: auto,
     from: streaming("expired"),
-    end: End.ErrorEvent({ status: errorEvent(504, "Timeout"), resourceVersion: "", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(504, "Timeout"), resourceVersion: "" }),
     next: "stream(expired)",
     pause: "backoff",
     restart: "stream-unfinished"
@@ -504,7 +503,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     rule: "18. anything else between the clean closes starts the count again: an ERROR",
     settings: auto,
     from: streaming("initial", { cleanCloses: 2 }),
-    end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "", heard: false }),
+    end: End.ErrorEvent({ status: errorEvent(500, "InternalError"), resourceVersion: "" }),
     next: "stream(initial)",
     pause: "backoff",
     restart: "stream-unfinished"
@@ -699,7 +698,7 @@ const streamRows: ReadonlyArray<StreamRow> = [
     rule: "18. once paged, a re-list stays paged",
     settings: auto,
     from: watching("40"),
-    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "40", heard: true }),
+    end: End.ErrorEvent({ status: errorEvent(410, "Expired"), resourceVersion: "40" }),
     next: "list(expired)",
     pause: "relist",
     restart: "expired"

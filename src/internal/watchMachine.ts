@@ -191,8 +191,8 @@ export type RoundEnd = Data.TaggedEnum<{
     readonly resourceVersion: string
     readonly heard: boolean
   }
-  /** The watch sent an `ERROR` event; `heard`: it had said something before it. */
-  ErrorEvent: { readonly status: Status; readonly resourceVersion: string; readonly heard: boolean }
+  /** The watch sent an `ERROR` event (what it said before it changes nothing: rule 5). */
+  ErrorEvent: { readonly status: Status; readonly resourceVersion: string }
   /** The watch was silent past the idle limit. */
   Idle: { readonly resourceVersion: string }
   /** The server closed the watch after `ranMillis`. */
@@ -546,7 +546,7 @@ const ofClientError = (
   // Rule 7: no answer at all, or an answer that is a failure.
   return {
     next: resume,
-    pause: answered(error, during, heard) ? backoff : reconnect,
+    pause: pacedAsAnswer(error, during, heard) ? backoff : reconnect,
     restart: restartReason(error),
     message: error.message
   }
@@ -554,7 +554,8 @@ const ofClientError = (
 
 /**
  * Rule 7: whether a failure is paced as an answer (the counted back-off) rather than as no answer
- * (the reconnect pace). A request not sent because its credentials could not be read is an answer:
+ * (the reconnect pace). Not health's question (`answeredBy`: did the server say anything), though
+ * both start from `KubeError.answerBegan`. A request not sent because its credentials could not be read is an answer:
  * an `exec` plugin spawned once a second is a storm of its own. A body that broke off mid-answer
  * is one for a list (the server did the list's work; a list cut each time must not be asked for
  * once a second), but not for a watch: a watch's connection is cut by a network fault as often as
@@ -562,20 +563,14 @@ const ofClientError = (
  * broke off before it said anything is rule 8's silent early end, cut rather than closed: paced as
  * an answer, else a server that answers every watch and resets it at once is asked once a second.
  */
-const answered = (
+const pacedAsAnswer = (
   error: KubeError.KubeClientError,
   during: "list" | "streaming list" | "watch",
   heard: boolean
 ): boolean => {
   if (error._tag !== "KubeTransportError") return true
-  switch (error.reached) {
-    case "not-sent":
-      return true
-    case "mid-answer":
-      return during !== "watch" || !heard
-    default:
-      return false
-  }
+  if (KubeError.answerBegan(error)) return during !== "watch" || !heard
+  return error.reached === "not-sent"
 }
 
 const restartReason = (error: KubeError.KubeClientError): string => {

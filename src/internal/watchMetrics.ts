@@ -5,7 +5,7 @@
  * @internal
  */
 import { Array as Arr, type Chunk, Effect, Metric, MetricLabel } from "effect"
-import type { KubeClientError } from "../KubeError.ts"
+import { answerBegan } from "../KubeError.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
 import type { RoundEnd } from "./watchMachine.ts"
@@ -62,19 +62,15 @@ export const makeLoopCounts = (): LoopCounts => ({
 export const answeredBy = (end: RoundEnd): boolean => {
   switch (end._tag) {
     case "ListFailed":
-      return answeredDespite(end.error)
+      return answerBegan(end.error)
     case "WatchFailed":
-      return end.heard || answeredDespite(end.error)
+      return end.heard || answerBegan(end.error)
     case "Defect":
       return false
     default:
       return true
   }
 }
-
-/** A failure that still came from the server: any but a transport error before its answer began. */
-const answeredDespite = (error: KubeClientError): boolean =>
-  error._tag !== "KubeTransportError" || error.reached === "mid-answer"
 
 /** The annotations of every log line the loop writes. */
 export interface LogAnnotations {

@@ -310,7 +310,7 @@ const watchFrom = (
               }
               if (applied.error !== undefined) {
                 return yield* new RoundOver({
-                  end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current, heard })
+                  end: WatchMachine.RoundEnd.ErrorEvent({ status: applied.error, resourceVersion: current })
                 })
               }
             })
@@ -354,7 +354,7 @@ const watchFrom = (
               case "ERROR":
                 return Effect.fail(
                   new RoundOver({
-                    end: WatchMachine.RoundEnd.ErrorEvent({ status: event.status, resourceVersion: current, heard })
+                    end: WatchMachine.RoundEnd.ErrorEvent({ status: event.status, resourceVersion: current })
                   })
                 )
               case "BOOKMARK": {

@@ -16,6 +16,7 @@
  *   npx tsx test/bench/hostile.ts --only gigabyte-page,baseline/stream --skip gigabyte-page/paged
  *   npx tsx test/bench/hostile.ts --only endless-stream-big/stream --duration 40
  *   npx tsx test/bench/hostile.ts --write-results                  # also writes test/bench/results/<date>-hostile-rss.md
+ *   npx tsx test/bench/hostile.ts --program source                 # src/cli/main.ts through tsx, not the bundled bin
  *
  * A mode may need longer than `--duration` to do what it names (`endless-stream-new` and
  * `gigabyte-page` 30 s, `endless-continue` 45 s, `two-million` 180 s): its row runs that long. `two-million` runs only when named (minutes, GiBs).
@@ -60,6 +61,14 @@ const SampleEveryMs = 200
 const ScrapeEveryMs = 500
 const ScrapeTimeoutMs = 2_000
 const Path_ = collectionPath(SandboxResource, Namespace)
+/**
+ * What runs: the bundled bin an operator runs (`npx sandbox-watch`, `npm start`), built first; or,
+ * with `--program source`, `src/cli/main.ts` through tsx, whose transpiler adds its own memory.
+ */
+const Program = argOf("--program") ?? "bin"
+if (Program !== "bin" && Program !== "source") throw new Error(`--program is bin or source, not ${Program}`)
+const ProgramArgs = Program === "bin" ? ["dist/bin/sandbox-watch.js"] : ["--import", "tsx", "src/cli/main.ts"]
+const ProgramShown = Program === "bin" ? "node dist/bin/sandbox-watch.js" : "node --import tsx src/cli/main.ts"
 
 // -------------------------------------------------------------------------------------------------
 // One row: a mode's server, the program against it on one list path, what it did
@@ -204,9 +213,7 @@ const runRow = async (mode: Mode, kind: ListKind, dir: string): Promise<Row> => 
   )
   const timeFile = Path.join(dir, `${name}.time`)
   const args = [
-    "--import",
-    "tsx",
-    "src/cli/main.ts",
+    ...ProgramArgs,
     "--kubeconfig",
     kubeconfig,
     "--output",
@@ -389,6 +396,8 @@ const main = async () => {
       } (a mode's name alone picks each of its list paths)`
     )
   }
+  // The bin of this checkout, not one left from an older build.
+  if (Program === "bin") execFileSync(process.execPath, ["scripts/bundle-bin.mjs"], { cwd: root, stdio: "inherit" })
   const dir = mkdtempSync(Path.join(tmpdir(), "hostile-rss-"))
   const rows: Array<Row> = []
   const began = Date.now()
@@ -428,7 +437,7 @@ const main = async () => {
         `${
           hasTime ? "peak RSS by /usr/bin/time (and VmHWM sampled" : "peak RSS by VmHWM sampled"
         } every ${SampleEveryMs} ms` +
-        `${hasTime ? ")" : ""}; each row runs \`node --import tsx src/cli/main.ts --kubeconfig K --output ndjson ` +
+        `${hasTime ? ")" : ""}; each row runs \`${ProgramShown} --kubeconfig K --output ndjson ` +
         `--duration <s>s --log-format json --metrics-address 127.0.0.1:0 --list-mode paged|auto\` against its own ` +
         `node:http server on 127.0.0.1 (token auth, namespace ${Namespace}); what it did is read from its /metrics ` +
         `and /healthz every ${ScrapeEveryMs} ms. Budgets: page ${bytes(DefaultMaxListPageBytes)}, error body ` +
