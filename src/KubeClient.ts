@@ -7,90 +7,24 @@
 // The very `undici` that platform-node re-exports (its own HTTP client runs on it), so no
 // undeclared dependency is imported.
 import { Agent, type Dispatcher, ProxyAgent } from "@effect/platform-node/Undici"
-import { Context, Duration, Effect, Layer, Option, Redacted, type Schema, Scope, type Stream } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Scope } from "effect"
 import { makeClientService } from "./internal/clientService.ts"
 import { DeadlineTimer } from "./internal/deadlineTimer.ts"
-import type { WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
+import type { KubeClientService } from "./internal/kubeClientTypes.ts"
 import { DefaultMaxListBytes, DefaultMaxListItems } from "./internal/listDraft.ts"
-import type { Listing } from "./internal/listPaging.ts"
 import { proxyFor } from "./internal/proxy.ts"
 import type { ClusterConnection, ClusterTls } from "./KubeConfig.ts"
 import { KubeConfig } from "./KubeConfig.ts"
-import type { KubeClientError } from "./KubeError.ts"
-import type { KubeResource } from "./KubeResource.ts"
-import type { HasMetadata } from "./ObjectMeta.ts"
-import type { WatchEvent } from "./WatchEvent.ts"
 
-export type { FullList, ListOptions, ListPage, WatchOptions, WatchPull } from "./internal/kubeClientTypes.ts"
-
-/** The budgets a client keeps that its callers assembling a list of their own apply too. */
-export interface KubeClientLimits {
-  /** The most objects one list holds (`KubeClientOptions.maxListItems`). */
-  readonly maxListItems: number
-  /** The most JSON one list holds, in bytes (`KubeClientOptions.maxListBytes`); none: `DefaultMaxListBytes`. */
-  readonly maxListBytes?: number | undefined
-}
-
-export interface KubeClientService {
-  /**
-   * The client's list budget, for a caller that gathers a list itself (a streaming list's initial
-   * events); none: `DefaultMaxListItems` and `DefaultMaxListBytes`.
-   */
-  readonly limits?: KubeClientLimits | undefined
-  readonly list: Listing["list"]
-  /**
-   * Follows `continue` page by page, each next page asked for while the one before is parsed (one
-   * page ahead); a continue token that expired (410) starts the list over.
-   */
-  readonly listAll: Listing["listAll"]
-  /** Events as they arrive; the stream ends when the server closes the watch. */
-  readonly watch: <A extends HasMetadata, I>(
-    resource: KubeResource,
-    schema: Schema.Schema<A, I>,
-    options?: WatchOptions
-  ) => Stream.Stream<WatchEvent<A>, KubeClientError>
-  /**
-   * The same watch, opened in the caller's scope and read by pulling (`watch` is this pull as a
-   * `Stream`): for a loop that resumes a watch hundreds of times a second, where a stream's own
-   * machinery per watch costs twice the rest of it (`npx tsx scratchpad/watchLayers.ts`). The
-   * request is sent when it opens; closing the scope closes the watch.
-   */
-  readonly openWatch: <A extends HasMetadata, I>(
-    resource: KubeResource,
-    schema: Schema.Schema<A, I>,
-    options?: WatchOptions
-  ) => Effect.Effect<WatchPull<A>, KubeClientError, Scope.Scope>
-  /** Plain JSON writes, for tests, the demo operator and tooling. Bodies are not schema-checked. */
-  readonly get: (
-    resource: KubeResource,
-    namespace: string | undefined,
-    name: string
-  ) => Effect.Effect<unknown, KubeClientError>
-  readonly create: (
-    resource: KubeResource,
-    namespace: string | undefined,
-    body: unknown
-  ) => Effect.Effect<unknown, KubeClientError>
-  readonly replace: (
-    resource: KubeResource,
-    namespace: string | undefined,
-    name: string,
-    body: unknown,
-    options?: { readonly subresource?: "status" }
-  ) => Effect.Effect<unknown, KubeClientError>
-  readonly mergePatch: (
-    resource: KubeResource,
-    namespace: string | undefined,
-    name: string,
-    patch: unknown,
-    options?: { readonly subresource?: "status" }
-  ) => Effect.Effect<unknown, KubeClientError>
-  readonly delete: (
-    resource: KubeResource,
-    namespace: string | undefined,
-    name: string
-  ) => Effect.Effect<unknown, KubeClientError>
-}
+export type {
+  FullList,
+  KubeClientLimits,
+  KubeClientService,
+  ListOptions,
+  ListPage,
+  WatchOptions,
+  WatchPull
+} from "./internal/kubeClientTypes.ts"
 
 export class KubeClient extends Context.Tag("sandbox-watch/KubeClient")<KubeClient, KubeClientService>() {}
 

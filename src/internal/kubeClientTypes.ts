@@ -1,7 +1,10 @@
-/** The option and result types of the client's lists and watches (re-exported by KubeClient.ts). */
-import type { Chunk, Duration, Effect, Option } from "effect"
+/** The client's service shape and the option and result types of its lists and watches (re-exported by KubeClient.ts). */
+import type { Chunk, Duration, Effect, Option, Schema, Scope, Stream } from "effect"
 import type { KubeClientError } from "../KubeError.ts"
+import type { KubeResource } from "../KubeResource.ts"
+import type { HasMetadata } from "../ObjectMeta.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
+import type { Listing } from "./listPaging.ts"
 
 export interface ListOptions {
   readonly namespace?: string
@@ -71,4 +74,73 @@ export interface FullList<A> {
   /** How many pages it took, and how many times an expired continue token made it start over. */
   readonly pages: number
   readonly restarts: number
+}
+
+/** The budgets a client keeps that its callers assembling a list of their own apply too. */
+export interface KubeClientLimits {
+  /** The most objects one list holds (`KubeClientOptions.maxListItems`). */
+  readonly maxListItems: number
+  /** The most JSON one list holds, in bytes (`KubeClientOptions.maxListBytes`); none: `DefaultMaxListBytes`. */
+  readonly maxListBytes?: number | undefined
+}
+
+export interface KubeClientService {
+  /**
+   * The client's list budget, for a caller that gathers a list itself (a streaming list's initial
+   * events); none: `DefaultMaxListItems` and `DefaultMaxListBytes`.
+   */
+  readonly limits?: KubeClientLimits | undefined
+  readonly list: Listing["list"]
+  /**
+   * Follows `continue` page by page, each next page asked for while the one before is parsed (one
+   * page ahead); a continue token that expired (410) starts the list over.
+   */
+  readonly listAll: Listing["listAll"]
+  /** Events as they arrive; the stream ends when the server closes the watch. */
+  readonly watch: <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options?: WatchOptions
+  ) => Stream.Stream<WatchEvent<A>, KubeClientError>
+  /**
+   * The same watch, opened in the caller's scope and read by pulling (`watch` is this pull as a
+   * `Stream`): for a loop that resumes a watch hundreds of times a second, where a stream's own
+   * machinery per watch costs twice the rest of it (`npx tsx scratchpad/watchLayers.ts`). The
+   * request is sent when it opens; closing the scope closes the watch.
+   */
+  readonly openWatch: <A extends HasMetadata, I>(
+    resource: KubeResource,
+    schema: Schema.Schema<A, I>,
+    options?: WatchOptions
+  ) => Effect.Effect<WatchPull<A>, KubeClientError, Scope.Scope>
+  /** Plain JSON writes, for tests, the demo operator and tooling. Bodies are not schema-checked. */
+  readonly get: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string
+  ) => Effect.Effect<unknown, KubeClientError>
+  readonly create: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    body: unknown
+  ) => Effect.Effect<unknown, KubeClientError>
+  readonly replace: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string,
+    body: unknown,
+    options?: { readonly subresource?: "status" }
+  ) => Effect.Effect<unknown, KubeClientError>
+  readonly mergePatch: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string,
+    patch: unknown,
+    options?: { readonly subresource?: "status" }
+  ) => Effect.Effect<unknown, KubeClientError>
+  readonly delete: (
+    resource: KubeResource,
+    namespace: string | undefined,
+    name: string
+  ) => Effect.Effect<unknown, KubeClientError>
 }
