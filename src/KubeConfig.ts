@@ -23,6 +23,15 @@ export interface ClusterTls {
   readonly serverName: Option.Option<string>
 }
 
+/** TLS with nothing set: the system's roots, the server's certificate checked, no client certificate. */
+export const defaultTls: ClusterTls = {
+  ca: Option.none(),
+  clientCertificate: Option.none(),
+  clientKey: Option.none(),
+  insecureSkipTlsVerify: false,
+  serverName: Option.none()
+}
+
 /** A resolved cluster: the one value `KubeClient` needs. */
 export interface ClusterConnection {
   /**
@@ -70,13 +79,7 @@ export const layerStatic = (options: {
   Layer.succeed(KubeConfig, {
     server: withoutUserInfo(options.server).replace(/\/+$/, ""),
     namespace: Option.fromNullable(options.namespace),
-    tls: {
-      ca: Option.none(),
-      clientCertificate: Option.none(),
-      clientKey: Option.none(),
-      insecureSkipTlsVerify: false,
-      serverName: Option.none()
-    },
+    tls: defaultTls,
     authorization: Effect.succeed(
       options.token === undefined ? Option.none() : Option.some(Redacted.make(`Bearer ${options.token}`))
     ),
@@ -645,13 +648,7 @@ const inClusterWith = (
     return {
       server,
       namespace,
-      tls: {
-        ca,
-        clientCertificate: Option.none(),
-        clientKey: Option.none(),
-        insecureSkipTlsVerify: false,
-        serverName: Option.none()
-      },
+      tls: { ...defaultTls, ca },
       authorization: credentials.authorization,
       invalidate: credentials.invalidate,
       source

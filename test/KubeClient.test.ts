@@ -1502,14 +1502,7 @@ const tlsClient = (server: string, tls: Partial<KubeConfig.ClusterTls>) =>
       Layer.succeed(KubeConfig.KubeConfig, {
         server,
         namespace: Option.none(),
-        tls: {
-          ca: Option.none(),
-          clientCertificate: Option.none(),
-          clientKey: Option.none(),
-          insecureSkipTlsVerify: false,
-          serverName: Option.none(),
-          ...tls
-        },
+        tls: { ...KubeConfig.defaultTls, ...tls },
         authorization: Effect.succeed(Option.none()),
         invalidate: Effect.void,
         source: "test"

@@ -105,6 +105,11 @@ describe("LatestMailbox", () => {
   const kinds = ["one", "many"] as const
   const work = (ops: number): Effect.Effect<void> =>
     ops === 0 ? Effect.void : Effect.flatMap(Effect.void, () => work(ops - 1))
+  /** Every op budget with each kind of mailbox. */
+  const sweep = budgets.flatMap((budget) => kinds.map((keys) => ({ budget, keys })))
+  /** A reader that does a little work, then takes, under an op budget. */
+  const busyReader = (mailbox: LatestMailbox<string, number>, budget: number) =>
+    Effect.withMaxOpsBeforeYield(Effect.fork(Effect.zipRight(work(10), mailbox.takeAll)), budget)
   /** Lets the other fibers run, up to `rounds` times, until `fiber` is done. */
   const untilDone = (fiber: Fiber.RuntimeFiber<unknown>, rounds = 100) =>
     Effect.gen(function*() {
@@ -114,19 +119,14 @@ describe("LatestMailbox", () => {
   it.effect("a put that lands while the reader is between its look and its wait wakes it, at every op budget", () =>
     Effect.gen(function*() {
       const asleep: Array<string> = []
-      for (const budget of budgets) {
-        for (const keys of kinds) {
-          const mailbox = new LatestMailbox<string, number>(keys)
-          const reader = yield* Effect.withMaxOpsBeforeYield(
-            Effect.fork(Effect.zipRight(work(10), mailbox.takeAll)),
-            budget
-          )
-          yield* Fiber.await(yield* Effect.fork(Effect.sync(() => mailbox.put("a", 1))))
-          yield* untilDone(reader)
-          if (reader.unsafePoll() === null) asleep.push(`${keys}, budget ${budget}`)
-          else expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["a", 1]])
-          yield* Fiber.interrupt(reader)
-        }
+      for (const { budget, keys } of sweep) {
+        const mailbox = new LatestMailbox<string, number>(keys)
+        const reader = yield* busyReader(mailbox, budget)
+        yield* Fiber.await(yield* Effect.fork(Effect.sync(() => mailbox.put("a", 1))))
+        yield* untilDone(reader)
+        if (reader.unsafePoll() === null) asleep.push(`${keys}, budget ${budget}`)
+        else expect(Chunk.toReadonlyArray(yield* Fiber.join(reader))).toEqual([["a", 1]])
+        yield* Fiber.interrupt(reader)
       }
       // Each names a reader asleep with "a" pending.
       expect(asleep).toEqual([])
@@ -134,25 +134,20 @@ describe("LatestMailbox", () => {
 
   it.effect("a reader interrupted wherever it yields in its take loses nothing: the value goes to it or to the next take", () =>
     Effect.gen(function*() {
-      for (const budget of budgets) {
-        for (const keys of kinds) {
-          const mailbox = new LatestMailbox<string, number>(keys)
-          const reader = yield* Effect.withMaxOpsBeforeYield(
-            Effect.fork(Effect.zipRight(work(10), mailbox.takeAll)),
-            budget
-          )
-          // The put and the interrupt, in the reader's first yield, wherever it is.
-          yield* Fiber.await(
-            yield* Effect.fork(Effect.zipRight(Effect.sync(() => mailbox.put("a", 1)), Fiber.interrupt(reader)))
-          )
-          const exit = yield* Fiber.await(reader)
-          const next = yield* Effect.fork(mailbox.takeAll)
-          yield* untilDone(next)
-          const toReader = Exit.isSuccess(exit) ? Chunk.toReadonlyArray(exit.value) : []
-          const toNext = next.unsafePoll() === null ? [] : Chunk.toReadonlyArray(yield* Fiber.join(next))
-          expect([keys, budget, [...toReader, ...toNext]]).toEqual([keys, budget, [["a", 1]]])
-          yield* Fiber.interrupt(next)
-        }
+      for (const { budget, keys } of sweep) {
+        const mailbox = new LatestMailbox<string, number>(keys)
+        const reader = yield* busyReader(mailbox, budget)
+        // The put and the interrupt, in the reader's first yield, wherever it is.
+        yield* Fiber.await(
+          yield* Effect.fork(Effect.zipRight(Effect.sync(() => mailbox.put("a", 1)), Fiber.interrupt(reader)))
+        )
+        const exit = yield* Fiber.await(reader)
+        const next = yield* Effect.fork(mailbox.takeAll)
+        yield* untilDone(next)
+        const toReader = Exit.isSuccess(exit) ? Chunk.toReadonlyArray(exit.value) : []
+        const toNext = next.unsafePoll() === null ? [] : Chunk.toReadonlyArray(yield* Fiber.join(next))
+        expect([keys, budget, [...toReader, ...toNext]]).toEqual([keys, budget, [["a", 1]]])
+        yield* Fiber.interrupt(next)
       }
     }))
 

@@ -15,13 +15,7 @@ const failingCredentials = (reads: Ref.Ref<number>): KubeConfig.ClusterConnectio
   // Nothing listens here: a request that were sent would fail another way, and say so.
   server: "https://127.0.0.1:1",
   namespace: Option.none(),
-  tls: {
-    ca: Option.none(),
-    clientCertificate: Option.none(),
-    clientKey: Option.none(),
-    insecureSkipTlsVerify: false,
-    serverName: Option.none()
-  },
+  tls: KubeConfig.defaultTls,
   authorization: Effect.zipRight(
     Ref.update(reads, (n) => n + 1),
     Effect.fail(

@@ -17,7 +17,7 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import type { ClusterConnection } from "../../src/KubeConfig.ts"
+import { type ClusterConnection, defaultTls } from "../../src/KubeConfig.ts"
 
 /** The versions `build.sh` builds: the oldest we support, and the release our users run. */
 export const KubeVersions = ["1.20.2", "1.37.2"] as const
@@ -94,13 +94,7 @@ export const verifiedConnection = (target: {
   return {
     server,
     namespace: Option.some(target.namespace),
-    tls: {
-      ca: Option.some(target.caPem),
-      clientCertificate: Option.none(),
-      clientKey: Option.none(),
-      insecureSkipTlsVerify: false,
-      serverName: Option.none()
-    },
+    tls: { ...defaultTls, ca: Option.some(target.caPem) },
     authorization: Effect.succeed(Option.some(Redacted.make(`Bearer ${target.token}`))),
     invalidate: Effect.void,
     source: `${target.about} at ${server}`

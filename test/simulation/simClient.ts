@@ -10,19 +10,13 @@ import { makeClientService } from "../../src/internal/clientService.ts"
 import { DeadlineTimer } from "../../src/internal/deadlineTimer.ts"
 import type { Limits } from "../../src/internal/requestSender.ts"
 import type { KubeClientService } from "../../src/KubeClient.ts"
-import type { ClusterConnection } from "../../src/KubeConfig.ts"
+import { type ClusterConnection, defaultTls } from "../../src/KubeConfig.ts"
 import type { SimClock } from "./simRuntime.ts"
 
 const connection: ClusterConnection = {
   server: "https://sim.invalid",
   namespace: Option.some("ns"),
-  tls: {
-    ca: Option.none(),
-    clientCertificate: Option.none(),
-    clientKey: Option.none(),
-    insecureSkipTlsVerify: false,
-    serverName: Option.none()
-  },
+  tls: defaultTls,
   authorization: Effect.succeed(Option.none()),
   invalidate: Effect.void,
   source: "the simulation"
