@@ -20,6 +20,7 @@ export type {
   FullList,
   KubeClientLimits,
   KubeClientService,
+  ListAllOptions,
   ListOptions,
   ListPage,
   WatchOptions,

@@ -322,6 +322,31 @@ describe("KubeClient.listAll", () => {
       expect([all.resourceVersion, all.pages, all.restarts]).toEqual(["100", 3, 0])
     }))
 
+  it.scoped("onPage runs as each page has been read, before the list is whole; not for a page that failed", () =>
+    Effect.gen(function*() {
+      const fx = yield* fixture((_req, res, _seen, index) =>
+        index < 2
+          ? sendJson(res, 200, {
+            metadata: { resourceVersion: "100", continue: `c${index + 1}` },
+            items: [sandbox(`s${index}`, String(index + 1))]
+          })
+          : sendJson(res, 500, { kind: "Status", apiVersion: "v1", status: "Failure", code: 500, message: "etcd" })
+      )
+      const client = yield* clientFor(fx.url)
+      const pagesRead: Array<number> = []
+      const failed = yield* Effect.flip(
+        client.listAll(SandboxResource, Sandbox, {
+          namespace: "ns",
+          limit: 1,
+          onPage: Effect.sync(() => pagesRead.push(fx.seen.length))
+        })
+      )
+      // Two pages read (the next page is asked for as each arrives), the third answered 500.
+      expect(pagesRead.length).toBe(2)
+      expect(failed._tag).toBe("KubeStatusError")
+      expect(fx.seen.map((s) => s.query.continue)).toEqual([undefined, "c1", "c2"])
+    }))
+
   /** What kube-apiserver answers a continue token older than its compaction window. */
   const expiredContinue = {
     kind: "Status",

@@ -858,6 +858,19 @@ describe("SandboxWatch", () => {
       expect(yield* TestClock.currentTimeMillis).toBe(answered)
     }))
 
+  it.scoped("1. a paged list whose pages are arriving has been answered, and is heard, before it is whole", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* eventually(listCalls(kube), (lists) => lists.length === 1)
+      expect((yield* watch.health).answered).toBe(false)
+      yield* TestClock.adjust("10 seconds")
+      yield* kube.pageArrived
+      const health = yield* watch.health
+      expect(health.synced).toBe(false)
+      expect(health.answered).toBe(true)
+      expect(health.lastHeard).toEqual(Option.some(yield* TestClock.currentTimeMillis))
+    }))
+
   // -- rule 9 ------------------------------------------------------------------------------------
 
   it.scoped("9. 403 logs the missing permission and backs off; it heals without a restart", () =>

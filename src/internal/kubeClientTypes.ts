@@ -17,6 +17,15 @@ export interface ListOptions {
   readonly resourceVersionMatch?: "Exact" | "NotOlderThan"
 }
 
+/** `listAll`'s options: a list's, less the `continue` token it follows itself. */
+export interface ListAllOptions extends Omit<ListOptions, "continue"> {
+  /**
+   * Run as each page has been read, before the list is whole: for a caller that counts a long
+   * list as the server answering (health), or shows progress. A failure of the list is not its.
+   */
+  readonly onPage?: Effect.Effect<void> | undefined
+}
+
 export interface WatchOptions {
   readonly namespace?: string
   readonly labelSelector?: string

@@ -7,7 +7,7 @@ import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
 import { bodyLabels, type Decode, decodeBody, textStart, toListPage } from "./bodyDecoding.ts"
 import { peekContinue } from "./continuePeek.ts"
-import type { FullList, ListOptions, ListPage } from "./kubeClientTypes.ts"
+import type { FullList, ListAllOptions, ListOptions, ListPage } from "./kubeClientTypes.ts"
 import { ListDraft } from "./listDraft.ts"
 import { cutsFor } from "./managedFields.ts"
 import { ownedDecoderFor } from "./plainDecoder.ts"
@@ -37,7 +37,7 @@ export interface Listing {
   readonly listAll: <A extends HasMetadata, I>(
     resource: KubeResource,
     schema: Schema.Schema<A, I>,
-    options?: Omit<ListOptions, "continue">
+    options?: ListAllOptions
   ) => Effect.Effect<FullList<A>, KubeClientError>
 }
 
@@ -111,7 +111,7 @@ export const makeListing = (
   const listAll = <A extends HasMetadata, I>(
     resource: KubeResource,
     schema: Schema.Schema<A, I>,
-    options: Omit<ListOptions, "continue"> = {}
+    { onPage, ...options }: ListAllOptions = {}
   ): Effect.Effect<FullList<A>, KubeClientError> => {
     // Made once the first page is asked for: the first time (a process's first list), its compile
     // then runs while the server answers rather than before the request.
@@ -199,6 +199,7 @@ export const makeListing = (
           pages += 1
           for (const item of page.items) draft.put(item, share)
           for (const item of page.undecodable) draft.putUndecodable(item)
+          if (onPage !== undefined) yield* onPage
           const past = pagesBefore + pages > maxListPages
             ? new KubeBodyTooLargeError({
               method: "GET",

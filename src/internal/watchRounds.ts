@@ -200,8 +200,17 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
   loop.client.listAll(SandboxResource, Sandbox, {
     namespace: loop.settings.namespace,
     labelSelector: loop.settings.labelSelector,
-    limit: loop.settings.pageSize
+    limit: loop.settings.pageSize,
     // No resourceVersion: a quorum read (rule 1).
+    // A list whose pages are arriving is being heard (health, /readyz), though nothing is told yet;
+    // and the server has answered (the program's "no answer since start" notice), as a streaming
+    // list's chunks are.
+    onPage: Effect.clockWith((clock) =>
+      Effect.sync(() => {
+        loop.counts.lastHeard = clock.unsafeCurrentTimeMillis()
+        loop.counts.answered = true
+      })
+    )
   }).pipe(
     Effect.matchEffect({
       onFailure: (error) =>

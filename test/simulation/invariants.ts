@@ -299,7 +299,10 @@ export class Invariants implements DraftRecorder {
         this.violate("waits", `awaitReady(${name}) is still waiting, but the cache holds ${name} Ready`)
       }
     }
-    if (view.calmFrom !== undefined && this.now() >= view.calmFrom + Ceilings.convergeAfterMs) {
+    if (
+      view.calmFrom !== undefined && this.now() >= view.calmFrom + Ceilings.convergeAfterMs &&
+      this.fitBudgetsThroughout(this.now() - Ceilings.convergeAfterMs)
+    ) {
       this.checkConvergence(view)
     }
   }
@@ -348,12 +351,29 @@ export class Invariants implements DraftRecorder {
     }
   }
 
+  /** Whether a list of the truth at `resourceVersion` fits the list budgets (else it is rightly refused). */
+  private fitsBudgets(resourceVersion: number): boolean {
+    const visible = this.truth.visibleAt(resourceVersion)
+    if (visible.length > this.budgets.maxListItems) return false
+    const maxBytes = this.budgets.maxListBytes
+    return maxBytes === undefined || visible.reduce((sum, o) => sum + o.padBytes, 0) <= maxBytes / 2
+  }
+
+  /**
+   * Whether every state of the truth since `from` fits the list budgets: a list refused for its
+   * size waits the counted back-off (up to the cap), so the cache is owed the truth only a whole
+   * convergence window after the truth came to fit, not at once.
+   */
+  private fitBudgetsThroughout(from: number): boolean {
+    for (let rv = this.truth.resourceVersionAt(from); rv <= this.truthNow(); rv++) {
+      if (!this.fitsBudgets(rv)) return false
+    }
+    return true
+  }
+
   private checkConvergence(view: QuiescentView): void {
     const now = this.truthNow()
     const visible = this.truth.visibleAt(now)
-    if (visible.length > this.budgets.maxListItems) return
-    const maxBytes = this.budgets.maxListBytes
-    if (maxBytes !== undefined && visible.reduce((sum, o) => sum + o.padBytes, 0) > maxBytes / 2) return
     const problems: Array<string> = []
     if (!view.synced) problems.push("the watch never synced")
     const expected = new Set<string>()

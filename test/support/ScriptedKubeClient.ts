@@ -36,6 +36,8 @@ export type Call = { readonly verb: "list"; readonly options: ListOptions } | {
 export interface ScriptedKubeClient {
   readonly layer: Layer.Layer<KubeClient>
   readonly respondList: (result: Either.Either<FullList<Sandbox>, KubeClientError>) => Effect.Effect<void>
+  /** A page of the list last asked for has been read (its `onPage`), the list not yet answered. */
+  readonly pageArrived: Effect.Effect<void>
   /** Waits until the watch asks for its next watch, and returns the handle. */
   readonly nextWatch: Effect.Effect<WatchHandle>
   readonly calls: Effect.Effect<ReadonlyArray<Call>>
@@ -52,6 +54,8 @@ export const makeScriptedKubeClientWith = (
     const watches = yield* Queue.unbounded<WatchHandle>()
     const calls = yield* Ref.make<ReadonlyArray<Call>>([])
     const open = yield* Ref.make(0)
+    // The `onPage` of the list last asked for: `pageArrived` runs it, as a page read would.
+    const listPage = yield* Ref.make<Effect.Effect<void>>(Effect.void)
     const record = (call: Call) => Ref.update(calls, (all) => [...all, call])
 
     const unsupported = (what: string) => Effect.dieMessage(`ScriptedKubeClient: ${what} is not scripted`)
@@ -108,8 +112,9 @@ export const makeScriptedKubeClientWith = (
     const service: KubeClientService = {
       limits,
       list: () => unsupported("list"),
-      listAll: (_resource, _schema, options = {}) =>
+      listAll: (_resource, _schema, { onPage, ...options } = {}) =>
         record({ verb: "list", options }).pipe(
+          Effect.zipRight(Ref.set(listPage, onPage ?? Effect.void)),
           Effect.zipRight(Queue.take(lists)),
           Effect.flatMap((result) => result as Either.Either<FullList<any>, KubeClientError>)
         ),
@@ -126,6 +131,7 @@ export const makeScriptedKubeClientWith = (
     return {
       layer: Layer.succeed(KubeClient, service),
       respondList: (result) => Queue.offer(lists, result),
+      pageArrived: Effect.flatten(Ref.get(listPage)),
       nextWatch: Queue.take(watches),
       calls: Ref.get(calls),
       openWatches: Ref.get(open)
