@@ -58,6 +58,21 @@ describe("pacing", () => {
     ).toEqual([500, 1_000, 2_000, 0, 8_000, 16_000])
   })
 
+  it("7. a watch that spoke and broke off: the first resume at once, then the shared count's steps", () => {
+    expect(delaysOf(times(7, Pause.Resume())).delays).toEqual([0, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000])
+    // Its own first-at-once: a re-list after it still goes at once, and the count is shared.
+    expect(delaysOf([Pause.Resume(), Pause.Relist(), Pause.Resume(), Pause.Backoff()]).delays).toEqual([
+      0,
+      0,
+      2_000,
+      4_000
+    ])
+    // Once it has gone at once, again at once only once the counts are forgotten.
+    const resumed = delaysOf([Pause.Resume(), Pause.Resume()])
+    expect(delaysOf([Pause.Resume()], resumed.pacer, resumed.now + 119_999).delays).toEqual([2_000])
+    expect(delaysOf([Pause.Resume()], resumed.pacer, resumed.now + 120_000).delays).toEqual([0])
+  })
+
   it("6. Retry-After: what the server asked, or the back-off when that is longer", () => {
     const asked = Pause.RetryAfter({ delay: Duration.seconds(3) })
     expect(delaysOf([asked, asked, asked, asked, asked]).delays).toEqual([3_000, 3_000, 3_000, 4_000, 8_000])
@@ -106,9 +121,10 @@ describe("pacing", () => {
     const jittered = { ...settings, jitter: true }
     FastCheck.assert(
       FastCheck.property(
-        FastCheck.array(FastCheck.constantFrom<Pacing.Pause>(Pause.Backoff(), Pause.Relist(), Pause.Reconnect()), {
-          maxLength: 20
-        }),
+        FastCheck.array(
+          FastCheck.constantFrom<Pacing.Pause>(Pause.Backoff(), Pause.Relist(), Pause.Resume(), Pause.Reconnect()),
+          { maxLength: 20 }
+        ),
         FastCheck.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
         (pauses, unit) => {
           let pacer = Pacing.fresh
@@ -118,6 +134,9 @@ describe("pacing", () => {
             const millis = Duration.toMillis(decision.delay)
             if (pause._tag === "Backoff") expect(millis).toBeGreaterThanOrEqual(500)
             if (pause._tag === "Relist" && Pacing.current(pacer, now, jittered).relisted) {
+              expect(millis).toBeGreaterThanOrEqual(500)
+            }
+            if (pause._tag === "Resume" && Pacing.current(pacer, now, jittered).resumed) {
               expect(millis).toBeGreaterThanOrEqual(500)
             }
             if (pause._tag === "Reconnect") {
@@ -148,6 +167,7 @@ describe("pacing", () => {
             pause: FastCheck.constantFrom<Pacing.Pause>(
               Pause.Backoff(),
               Pause.Relist(),
+              Pause.Resume(),
               Pause.Reconnect(),
               Pause.Beat(),
               Pause.RetryAfter({ delay: Duration.millis(500) })
@@ -172,7 +192,7 @@ describe("pacing", () => {
             now += round.ranMillis
             const decision = Pacing.decide(pacer, round.pause, now, jittered, round.unit)
             now += Duration.toMillis(decision.delay)
-            if (round.pause._tag === "Backoff" || round.pause._tag === "Relist" || round.pause._tag === "RetryAfter") {
+            if (round.pause._tag !== "Reconnect" && round.pause._tag !== "Beat") {
               counted.push(now)
             }
             pacer = decision.pacer

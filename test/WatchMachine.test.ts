@@ -122,7 +122,8 @@ const rows: ReadonlyArray<Row> = [
     restart: undefined
   },
   {
-    rule: "7. a watch cut mid-stream (its answer broke off): the reconnect pace, as no answer",
+    rule:
+      "7. a watch cut mid-stream after it spoke (its answer broke off): resume, at once the first time, then counted",
     from: watching("10"),
     end: End.WatchFailed({
       error: transportError("the answer broke off mid-body", "mid-answer"),
@@ -130,7 +131,7 @@ const rows: ReadonlyArray<Row> = [
       heard: true
     }),
     next: "watch(12)",
-    pause: "reconnect",
+    pause: "resume",
     restart: "transport"
   },
   {

@@ -5,16 +5,18 @@
  * (`Pacer`) with one rule for forgetting it. The retry `Schedule` at the bottom only waits what
  * `decide` says and writes the log line.
  *
- * - **Counted** pauses (`Backoff`, `Relist`, `RetryAfter`): the server answered, and the answer
- *   was a failure or asked for a full list. They share one count `n`: the pause waits
- *   `floor × 2^n`, ±20% and never past the cap. The first (`n = 0`) waits the floor; the first
- *   re-list since the counts were forgotten goes at once, whatever `n` (rule 5: the server has
- *   just answered, and only a list can go on; an apiserver coming back from a restart answers a
- *   503 and a 429 before the 410 that ends its outage, and the watch must not wait for them). A
- *   `RetryAfter` waits what the server asked or the back-off, whichever is longer, so a server
- *   that asks for a second every time is still given more room each time.
- * - **Reconnect** (rule 7, no answer at all, or a watch whose connection broke mid-stream): the
- *   floor doubling to `reconnectCap` (1 s), spread upward only. A count of its own, which does not
+ * - **Counted** pauses (`Backoff`, `Relist`, `Resume`, `RetryAfter`): the server answered, and the
+ *   answer was a failure, asked for a full list, or broke off. They share one count `n`: the pause
+ *   waits `floor × 2^n`, ±20% and never past the cap. The first (`n = 0`) waits the floor; the
+ *   first re-list since the counts were forgotten goes at once, whatever `n` (rule 5: the server
+ *   has just answered, and only a list can go on; an apiserver coming back from a restart answers
+ *   a 503 and a 429 before the 410 that ends its outage, and the watch must not wait for them);
+ *   so does the first resume of a watch that spoke and then broke off (rule 7: a healthy watch cut
+ *   by a network fault is back at once; a server that cuts every watch after a bookmark is not
+ *   asked once a second). A `RetryAfter` waits what the server asked or the back-off, whichever is
+ *   longer, so a server that asks for a second every time is still given more room each time.
+ * - **Reconnect** (rule 7, no answer at all): the floor doubling to `reconnectCap` (1 s), spread
+ *   upward only. A count of its own, which does not
  *   grow the back-off, so an outage's refusals leave the next answer's pause as it was; an answer
  *   that is a failure ends the row (the server is reachable).
  * - **Beat**: one floor, counted nowhere (a watch that spoke and closed at once, rule 3).
@@ -43,6 +45,8 @@ export type Pause = Data.TaggedEnum<{
   Backoff: {}
   /** Counted: the server asked for a full list (rule 5). The first goes at once. */
   Relist: {}
+  /** Counted: a watch that had spoken broke off mid-stream (rule 7). The first goes at once. */
+  Resume: {}
   /** No answer at all: the reconnect pace, counted apart. */
   Reconnect: {}
   /** Counted: what the server asked for (already at least the floor), or the back-off if longer. */
@@ -63,17 +67,19 @@ export interface PacingSettings {
 
 /** What the pauses since the counts were last forgotten were. */
 export interface Pacer {
-  /** Counted pauses (`Backoff`, `Relist`, `RetryAfter`) since the counts were last forgotten. */
+  /** Counted pauses (`Backoff`, `Relist`, `Resume`, `RetryAfter`) since the counts were last forgotten. */
   readonly counted: number
   /** `Reconnect` pauses in a row since then. */
   readonly unanswered: number
   /** A `Relist` was paced since then: only the first goes at once. */
   readonly relisted: boolean
+  /** A `Resume` was paced since then: only the first goes at once. */
+  readonly resumed: boolean
   /** When the last paused retry went (its pause's end), in clock milliseconds. */
   readonly lastRetryAt: number | undefined
 }
 
-export const fresh: Pacer = { counted: 0, unanswered: 0, relisted: false, lastRetryAt: undefined }
+export const fresh: Pacer = { counted: 0, unanswered: 0, relisted: false, resumed: false, lastRetryAt: undefined }
 
 /** How long a pause waits, and the record after it. */
 export interface Decision {
@@ -117,7 +123,7 @@ export const decide = (
     before.counted === 0
       ? first
       : Math.min(Math.round(doubled(settings, before.counted, settings.cap) * spread(0.8, 1.2)), capMillis)
-  const counted = { counted: before.counted + 1, unanswered: 0, relisted: before.relisted }
+  const counted = { counted: before.counted + 1, unanswered: 0, relisted: before.relisted, resumed: before.resumed }
   switch (pause._tag) {
     case "None":
       return { delay: Duration.zero, pacer: before, inRow: 0 }
@@ -130,6 +136,11 @@ export const decide = (
         before.relisted ? backoffMillis(Duration.toMillis(settings.floor)) : 0,
         { ...counted, relisted: true }
       )
+    case "Resume":
+      return retried(
+        before.resumed ? backoffMillis(Math.round(Duration.toMillis(settings.floor) * spread(1, 1.2))) : 0,
+        { ...counted, resumed: true }
+      )
     case "RetryAfter":
       return retried(
         Math.max(Duration.toMillis(pause.delay), backoffMillis(Duration.toMillis(settings.floor))),
@@ -140,7 +151,7 @@ export const decide = (
       // `reconnectCap`, and a heal is noticed within a quarter more than it.
       return retried(
         Math.round(doubled(settings, before.unanswered, settings.reconnectCap) * spread(1, 1.25)),
-        { counted: before.counted, unanswered: before.unanswered + 1, relisted: before.relisted },
+        { ...before, unanswered: before.unanswered + 1 },
         before.unanswered + 1
       )
   }

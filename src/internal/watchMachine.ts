@@ -33,10 +33,13 @@
  *  7. Anything else: resume from the newest good resourceVersion, at one of two paces, told apart
  *     by whether the server answered (`pacing.ts` has both).
  *     - No answer at all (refused, reset, a TLS or DNS failure, no headers in time: a transport
- *       error), or a watch whose connection broke mid-stream: the reconnect pace, from the floor
- *       doubling to `reconnectCap` (1 s by default) and staying there, spread upward only. A server
- *       that is down is asked about once a second, and once it is back the watch notices within
- *       about a second. A row of them is logged as it starts and at 2, 4, 8, ... in a row.
+ *       error): the reconnect pace, from the floor doubling to `reconnectCap` (1 s by default) and
+ *       staying there, spread upward only. A server that is down is asked about once a second, and
+ *       once it is back the watch notices within about a second. A row of them is logged as it
+ *       starts and at 2, 4, 8, ... in a row.
+ *     - A watch that had spoken and whose connection then broke mid-stream: resumed at once the
+ *       first time since the back-off was last forgotten (a healthy watch cut by a network fault),
+ *       then at the counted back-off (a server that cuts every watch after a bookmark).
  *     - An answer that is a failure (a 5xx, an HTML page, a malformed line, a body too large, a
  *       list that broke off mid-body; 401 and 403, rule 9; credentials that could not be read,
  *       such as an `exec` plugin that failed): the counted back-off, from the floor doubling to the
@@ -173,6 +176,7 @@ const none: Pause = Pause.None()
 const beat: Pause = Pause.Beat()
 const backoff: Pause = Pause.Backoff()
 const reconnect: Pause = Pause.Reconnect()
+const resume: Pause = Pause.Resume()
 const relistPause: Pause = Pause.Relist()
 
 // ---------------------------------------------------------------------------------------------
@@ -546,31 +550,33 @@ const ofClientError = (
   // Rule 7: no answer at all, or an answer that is a failure.
   return {
     next: resume,
-    pause: pacedAsAnswer(error, during, heard) ? backoff : reconnect,
+    pause: transportPause(error, during, heard),
     restart: restartReason(error),
     message: error.message
   }
 }
 
 /**
- * Rule 7: whether a failure is paced as an answer (the counted back-off) rather than as no answer
- * (the reconnect pace). Not health's question (`answeredBy`: did the server say anything), though
- * both start from `KubeError.answerBegan`. A request not sent because its credentials could not be read is an answer:
- * an `exec` plugin spawned once a second is a storm of its own. A body that broke off mid-answer
- * is one for a list (the server did the list's work; a list cut each time must not be asked for
- * once a second), but not for a watch: a watch's connection is cut by a network fault as often as
- * by a server, and the watch must be back within about a second of a heal. A watch whose answer
- * broke off before it said anything is rule 8's silent early end, cut rather than closed: paced as
- * an answer, else a server that answers every watch and resets it at once is asked once a second.
+ * Rule 7: the pace of a failure, by how far the server's answer got. Not health's question
+ * (`answeredBy`: did the server say anything), though both start from `KubeError.answerBegan`.
+ * - An answer that is a failure: the counted back-off. So is a request not sent because its
+ *   credentials could not be read: an `exec` plugin spawned once a second is a storm of its own.
+ * - A body that broke off mid-answer: for a list, the counted back-off (the server did the list's
+ *   work; a list cut each time must not be asked for once a second). For a watch that had spoken,
+ *   `Resume`: a watch's connection is cut by a network fault as often as by a server, so the first
+ *   goes at once, and the ones after are counted (a server that resets every watch after a
+ *   bookmark is not asked once a second). A watch cut before it said anything is rule 8's silent
+ *   early end, cut rather than closed: the counted back-off.
+ * - No answer at all: the reconnect pace.
  */
-const pacedAsAnswer = (
+const transportPause = (
   error: KubeError.KubeClientError,
   during: "list" | "streaming list" | "watch",
   heard: boolean
-): boolean => {
-  if (error._tag !== "KubeTransportError") return true
-  if (KubeError.answerBegan(error)) return during !== "watch" || !heard
-  return error.reached === "not-sent"
+): Pause => {
+  if (error._tag !== "KubeTransportError") return backoff
+  if (KubeError.answerBegan(error)) return during === "watch" && heard ? resume : backoff
+  return error.reached === "not-sent" ? backoff : reconnect
 }
 
 const restartReason = (error: KubeError.KubeClientError): string => {

@@ -243,7 +243,7 @@ const plan: fc.Arbitrary<RequestPlan> = weighted<RequestPlan>(
 const stretch: fc.Arbitrary<Stretch> = fc.record({
   cycle: fc.array(plan, { minLength: 1, maxLength: 3 }),
   // A server that misbehaves tends to do it again: half the stretches are long.
-  times: weighted([1, fc.integer({ min: 1, max: 3 })], [1, fc.integer({ min: 4, max: 30 })])
+  times: weighted([1, fc.integer({ min: 1, max: 3 })], [1, fc.integer({ min: 4, max: 60 })])
 })
 
 const reader = (startsAtRequest: fc.Arbitrary<number>, work: fc.Arbitrary<number>): fc.Arbitrary<ReaderPlan> =>

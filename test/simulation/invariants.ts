@@ -8,7 +8,8 @@
  *   list counted at its first page, a streaming list at its end bookmark) and
  *   `Ceilings.answeredFailuresPerWindow` requests the server answered with a failure (a non-2xx
  *   status, an `ERROR` event, a malformed body; not a 429, whose pace is the server's `Retry-After`,
- *   rule 6; not a reset or silence, which rule 7 paces at about one a second), each plus
+ *   rule 6; not a reset before any answer, or silence, which rule 7 paces at about one a second;
+ *   a reset after the 200 is one), each plus
  *   `allowancePerChange` for every change of the truth in that window (a watch that hears a change
  *   starts every back-off afresh, rules 5 and 7, so each change heard may buy a few quick retries; a
  *   bookmark is not a change); and in any second at most `requestsPerSecond` requests, a list's
@@ -199,12 +200,13 @@ export class Invariants implements DraftRecorder {
       }
       const isFailure = (r: RequestRecord) => r.answeredFailure && (Ceilings.throttlingCountsAsFailure || !r.throttled)
       if (isFailure(record)) {
-        // A list's failed requests count once per chain (one paced attempt): the watch asks for a
-        // list's next page while it reads the one before (rule 1), so a list cut at every page
-        // fails two requests each time it is tried, not one.
+        // A list's failed requests count once per paced attempt: the watch asks for a list's next
+        // page while it reads the one before (rule 1), so a list cut at every page fails two
+        // requests each time it is tried, not one; and a list whose continue token expired starts
+        // over in one piece at once (a second chain, the same attempt).
         const failed = this.requests.filter((r) => isFailure(r) && inWindow(r))
-        const chains = new Set(failed.flatMap((r) => r.chain === undefined ? [] : [r.chain]))
-        const failures = failed.filter((r) => r.chain === undefined).length + chains.size
+        const attempts = new Set(failed.flatMap((r) => r.attempt === undefined ? [] : [r.attempt]))
+        const failures = failed.filter((r) => r.attempt === undefined).length + attempts.size
         const allowed = Ceilings.answeredFailuresPerWindow + allowance
         if (failures > allowed) {
           this.violate("pacing", `${failures} requests answered with a failure within ten minutes (at most ${allowed})`)

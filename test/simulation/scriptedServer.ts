@@ -52,6 +52,12 @@ export interface RequestRecord {
   throttled: boolean
   /** A list's pages share a chain (a list's first page starts one). */
   readonly chain: number | undefined
+  /**
+   * The paced attempt a list's request belongs to: its chain's, and for a list in one piece asked
+   * at the instant a page of another chain failed (the restart after an expired continue token),
+   * that chain's attempt.
+   */
+  readonly attempt: number | undefined
 }
 
 export interface ServerObserver {
@@ -168,6 +174,8 @@ export class ScriptedServer {
   private order = 0
   private changesApplied = 0
   private requests = 0
+  /** Every request so far, to find the attempt a list's request belongs to. */
+  private readonly records: Array<RequestRecord> = []
   private chainCount = 0
   private readonly chains = new Map<number, Chain>()
   private instant = -1
@@ -301,6 +309,12 @@ export class ScriptedServer {
       : kind === "page"
       ? Number(query.get("continue")!.split(".")[0])
       : undefined
+    const failedPage = [...this.records].reverse().find((r) => r.kind === "page" && r.answeredFailure && r.at === now)
+    const attempt = kind === "page"
+      ? this.records.find((r) => r.chain === chain)?.attempt ?? chain
+      : kind === "list" && !query.has("limit") && failedPage !== undefined
+      ? failedPage.attempt
+      : chain
     const record: RequestRecord = {
       index,
       at: now,
@@ -309,8 +323,10 @@ export class ScriptedServer {
       listServed: false,
       answeredFailure: false,
       throttled: false,
-      chain
+      chain,
+      attempt
     }
+    this.records.push(record)
     this.observer.onRequest(record)
     const asked = kind === "watch"
       ? `watch rv=${query.get("resourceVersion") ?? "(none)"}`
@@ -475,7 +491,11 @@ export class ScriptedServer {
       case "truncated": {
         stream.push(bytes.subarray(0, Math.floor(bytes.length / 2)))
         this.trace.add("server", `#${answer.record.index} ← half the page, then ${plan.ending}`)
-        if (plan.ending === "reset") stream.destroy(reset())
+        if (plan.ending === "reset") {
+          // Its answer had begun: a failure the counted back-off paces (rule 7).
+          answer.record.answeredFailure = true
+          stream.destroy(reset())
+        }
         if (plan.ending === "truncated") {
           answer.record.answeredFailure = true
           stream.push(null)
@@ -660,6 +680,9 @@ export class ScriptedServer {
           stream.push(null)
         })
       case "reset":
+        // After its 200 (and whatever it said): counted as a failure, which rule 7 paces as one
+        // (a watch that spoke is resumed at once only the first time since the back-off was forgotten).
+        answer.record.answeredFailure = true
         return this.deliver(answer, (stream) => {
           this.trace.add("server", `#${index} ← reset`)
           stream.destroy(reset())
