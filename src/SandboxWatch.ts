@@ -30,7 +30,7 @@ import {
   Deferred,
   Duration,
   Effect,
-  HashSet,
+  HashMap,
   Layer,
   Metric,
   Option,
@@ -277,7 +277,7 @@ const healthOf = (
       relists: counts.relists,
       watchRestarts: counts.watchRestarts,
       cached: current.objects.size,
-      unknown: HashSet.size(current.unknown),
+      unknown: HashMap.size(current.unknown),
       // The cache's own: the resourceVersion it stands at, as `lookup` reads it.
       resourceVersion: Option.fromNullable(current.resourceVersion),
       subscribers: hub.subscribers
@@ -324,7 +324,7 @@ export const make = (
         Effect.map(SubscriptionRef.get(cache), (current): SandboxLookup => ({
           synced: current.synced,
           sandbox: current.objects.getOption(name),
-          unknown: HashSet.has(current.unknown, name),
+          unknown: HashMap.has(current.unknown, name),
           resourceVersion: Option.fromNullable(current.resourceVersion)
         })),
       ...makeSubscriptions(cache, hub),

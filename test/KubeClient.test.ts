@@ -1818,6 +1818,31 @@ describe("KubeClient: every body bounded", () => {
       expect(served).toBeLessThanOrEqual(6)
     }))
 
+  it.scoped("objects that do not decode count against maxListBytes too: pages of long-named ones are abandoned", () =>
+    Effect.gen(function*() {
+      let served = 0
+      const fx = yield* fixture((_req, res) => {
+        served++
+        // One a page, its name 10,000 characters (kept as the undecodable's name), the continue
+        // token never ending: 5 pages pass a 40,000-byte budget long before the 50 pages do.
+        sendJson(res, 200, {
+          kind: "SandboxList",
+          metadata: { resourceVersion: "1", continue: `token-${served}` },
+          items: [{
+            apiVersion: "jr2.dev/v1alpha1",
+            kind: "Sandbox",
+            metadata: { name: `${served}-${"n".repeat(10_000)}`, resourceVersion: String(served) },
+            status: { phase: 42 }
+          }]
+        })
+      })
+      const client = yield* clientFor(fx.url, { maxListBytes: 40_000, maxListPages: 50 })
+      const error = yield* Effect.flip(client.listAll(SandboxResource, Sandbox, { namespace: "ns", limit: 1 }))
+      expect(error).toMatchObject({ _tag: "KubeBodyTooLargeError", limit: 40_000, unit: "bytes" })
+      expect(error.message).toContain("bytes in 4 objects")
+      expect(served).toBeLessThanOrEqual(6)
+    }))
+
   it.scoped("a name sent again gives its bytes back: pages that repeat large objects stay within maxListBytes", () =>
     Effect.gen(function*() {
       const fx = yield* pagesByToken({

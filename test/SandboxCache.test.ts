@@ -2,7 +2,7 @@
  * The cache's rules (10–14 of `src/internal/watchMachine.ts`) as plain functions: what a list or a
  * batch of events makes of the cache, and whom it tells, collected into an array.
  */
-import { Chunk, HashMap, HashSet, Option } from "effect"
+import { Chunk, HashMap, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import * as SandboxCache from "../src/internal/sandboxCache.ts"
 import type { FullList } from "../src/KubeClient.ts"
@@ -73,7 +73,7 @@ describe("sandboxCache.applyList", () => {
       tell
     )
     expect(told.sort()).toEqual(["a@5", "c:gone"])
-    expect(HashSet.has(cache.unknown, "b")).toBe(true)
+    expect(HashMap.has(cache.unknown, "b")).toBe(true)
     expect(cache.objects.has("b")).toBe(false)
   })
 
@@ -160,7 +160,24 @@ describe("sandboxCache.applyList", () => {
     const { tell, told } = collector()
     const { cache } = SandboxCache.applyList(first, list("20", [sandbox("c", "18")]), [], tell)
     expect(told.sort()).toEqual(["b:gone", "c@18"])
-    expect(HashSet.size(cache.unknown)).toBe(0)
+    expect(HashMap.size(cache.unknown)).toBe(0)
+  })
+
+  it("13, 14. an unknown name a lagging list does not carry stays unknown, untold; a list at or past where it was heard tells it gone", () => {
+    const first = listed("10")
+    // Heard undecodable at 30, then at an older 25 (a stale event): 30 is kept.
+    const heard = events(first, [undecodableItem("b", "30"), undecodableItem("b", "25", "MODIFIED")]).applied.cache
+    expect(HashMap.get(heard.unknown, "b")).toEqual(Option.some("30"))
+    const lagging = collector()
+    const kept = SandboxCache.applyList(heard, list("29", []), [], lagging.tell).cache
+    expect(lagging.told).toEqual([])
+    expect(HashMap.get(kept.unknown, "b")).toEqual(Option.some("30"))
+    for (const at of ["30", "31"]) {
+      const current = collector()
+      const { cache } = SandboxCache.applyList(kept, list(at, []), [], current.tell)
+      expect(current.told).toEqual(["b:gone"])
+      expect(HashMap.size(cache.unknown)).toBe(0)
+    }
   })
 })
 
@@ -259,10 +276,10 @@ describe("sandboxCache.applyEvents", () => {
   it("13. an undecodable ADDED of a new name makes it unknown; a later state that decodes makes it known", () => {
     const first = events(listed("10"), [undecodableItem("b", "13")])
     expect(first.told).toEqual([])
-    expect(HashSet.has(first.applied.cache.unknown, "b")).toBe(true)
+    expect(HashMap.has(first.applied.cache.unknown, "b")).toBe(true)
     const second = events(first.applied.cache, [modified(sandbox("b", "14"))])
     expect(second.told).toEqual(["b@14"])
-    expect(HashSet.has(second.applied.cache.unknown, "b")).toBe(false)
+    expect(HashMap.has(second.applied.cache.unknown, "b")).toBe(false)
   })
 
   it("12. an undecodable DELETED that names the Sandbox is still the cluster saying it went", () => {

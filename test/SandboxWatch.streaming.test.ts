@@ -518,6 +518,38 @@ describe("SandboxWatch streaming lists: bounded by what the draft holds", () => 
       expect(yield* again.aborted).toBe(true)
     }))
 
+  // Review 46: an undecodable object is held by the draft (its name and resourceVersion, strings
+  // as long as a line may be: 16 MiB) but counted against no byte budget, so a server that streams
+  // objects that do not fit the schema, with long names, fills memory up to maxListItems of them.
+  it.scoped("4. what an undecodable object keeps (its name) counts against maxListBytes: a list of them past it is abandoned", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      // Three names of 600 characters each: 1,800 characters held, past the budget of 1,000.
+      for (const letter of ["a", "b", "c"]) {
+        yield* w.emit(undecodable("ADDED", letter.repeat(600), "7"))
+      }
+      yield* w.emit(endBookmark("10"))
+      yield* settle
+      expect((yield* watch.health).synced).toBe(false)
+      expect(yield* w.aborted).toBe(true)
+    }))
+
+  it.scoped("4. an undecodable name sent again, deleted, or decoded gives its bytes back", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* startWithBudget(100, 1_000)
+      const w = yield* kube.nextWatch
+      const [a, b, c] = ["a", "b", "c"].map((letter) => letter.repeat(600))
+      // Never more than one 600-character name held at once: five counted and none given back
+      // would be 3,000, past the budget of 1,000.
+      yield* w.emit(undecodable("ADDED", a!, "7"), undecodable("MODIFIED", a!, "8"))
+      yield* w.emit(undecodable("DELETED", a!, "9"), undecodable("ADDED", b!, "10"))
+      yield* w.emit(added(sandbox(b!, "11")), undecodable("ADDED", c!, "12"), endBookmark("13"))
+      yield* settle
+      expect(yield* w.aborted).toBe(false)
+      expect(yield* watch.health).toMatchObject({ synced: true, unknown: 1 })
+    }))
+
   it.scoped("4. a DELETED before the end bookmark gives its name's bytes back", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* startWithBudget(100, 1_000)

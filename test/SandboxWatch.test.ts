@@ -1382,6 +1382,34 @@ describe("SandboxWatch", () => {
       expect(Option.isNone(yield* watch.get("a"))).toBe(true)
     }))
 
+  // Review 46: a cached object newer than a lagging list is kept (rule 14), but a name the watch
+  // heard only undecodable is told gone by any list that does not carry it, however old the list.
+  it.scoped("13, 14. a lagging list older than a name heard only undecodable does not tell it gone", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start()
+      yield* kube.respondList(fullList("10"))
+      const w1 = yield* kube.nextWatch
+      yield* w1.emit({
+        type: "UNDECODABLE",
+        eventType: "ADDED",
+        name: "a",
+        resourceVersion: "30",
+        problem: "status.phase: Expected string, actual 42"
+      })
+      yield* settle
+      expect((yield* watch.health).unknown).toBe(1)
+      // Subscribed now: "a" exists (at 30) but does not decode, so nothing is told (rule 13).
+      const a = yield* subscribe(watch.changes("a"))
+      yield* w1.emit(errorEvent(410, "Expired", "too old"))
+      // A lagging server lists at 25: the create of "a" at 30 has not reached it.
+      yield* kube.respondList(fullList("25"))
+      yield* kube.nextWatch
+      yield* settle
+      // As for a decoded object newer than the list (rule 14): kept, nobody told.
+      expect(yield* a.told).toEqual([])
+      expect((yield* watch.lookup("a")).unknown).toBe(true)
+    }))
+
   // -- lifecycle -----------------------------------------------------------------------------------
 
   it.scoped("synced waits through a failed first list, completes with the first list that lands, and stays complete", () =>

@@ -10,8 +10,9 @@
  * - A name whose newest state does not decode keeps its last decoded state (rule 13) and is also
  *   carried as undecodable; a name heard only undecodable is carried only so (unknown, not gone).
  * - Past `maxItems` held, or past `maxBytes` of JSON held (the length of what each kept object was
- *   read from: a name replaced or removed gives its length back), the list is abandoned with the
- *   same typed error whether paged or streamed.
+ *   read from; for an undecodable one, at least the length of what is kept of it, its name and
+ *   resourceVersion being as long as a line may be: a name replaced or removed gives its length
+ *   back), the list is abandoned with the same typed error whether paged or streamed.
  *
  * @internal
  */
@@ -42,7 +43,9 @@ export const DefaultMaxListBytes = 32 * 1024 * 1024
 export class ListDraft<A extends HasMetadata> {
   private readonly items = new Map<string, A>()
   private readonly undecodableByName = new Map<string, UndecodableEvent>()
-  /** Undecodable objects without a usable name: reported, and counted against the budget. */
+  /** What each held undecodable object counts against the byte budget, by name. */
+  private readonly undecodableLengths = new Map<string, number>()
+  /** Undecodable objects without a usable name: reported, and counted against both budgets. */
   private readonly nameless: Array<UndecodableEvent> = []
   /** The JSON length each held object was read from, by name (only those with a length). */
   private readonly lengths = new Map<string, number>()
@@ -65,7 +68,7 @@ export class ListDraft<A extends HasMetadata> {
   put(item: A, bytes: number | undefined): void {
     const name = item.metadata.name
     this.items.set(name, item)
-    if (this.undecodableByName.size > 0) this.undecodableByName.delete(name)
+    if (this.undecodableByName.size > 0) this.forgetUndecodable(name)
     const before = this.lengths.size === 0 ? undefined : this.lengths.get(name)
     if (before !== undefined) this.bytes -= before
     if (bytes !== undefined && bytes > 0) {
@@ -76,22 +79,41 @@ export class ListDraft<A extends HasMetadata> {
     }
   }
 
-  /** An object that does not fit the schema; a `DELETED` one removes its name. */
-  putUndecodable(event: UndecodableEvent): void {
+  /**
+   * An object that does not fit the schema, read from `bytes` of JSON (a page's share; none known:
+   * 0); a `DELETED` one removes its name. It counts at least what is kept of it: a hostile server's
+   * names may be as long as a line.
+   */
+  putUndecodable(event: UndecodableEvent, bytes: number | undefined): void {
     const name = event.name
     if (name === undefined) {
       this.nameless.push(event)
+      this.bytes += lengthOf(event, bytes)
     } else if (event.eventType === "DELETED") {
       this.remove(name)
     } else {
+      this.forgetUndecodable(name)
       this.undecodableByName.set(name, event)
+      const length = lengthOf(event, bytes)
+      this.undecodableLengths.set(name, length)
+      this.bytes += length
+    }
+  }
+
+  /** The name is no longer carried as undecodable: its length is given back. */
+  private forgetUndecodable(name: string): void {
+    if (!this.undecodableByName.delete(name)) return
+    const before = this.undecodableLengths.get(name)
+    if (before !== undefined) {
+      this.bytes -= before
+      this.undecodableLengths.delete(name)
     }
   }
 
   /** The cluster says the name went. */
   remove(name: string): void {
     this.items.delete(name)
-    this.undecodableByName.delete(name)
+    this.forgetUndecodable(name)
     const before = this.lengths.get(name)
     if (before !== undefined) {
       this.bytes -= before
@@ -105,7 +127,7 @@ export class ListDraft<A extends HasMetadata> {
    */
   overBudget(method: string, path: string, what: "list" | "streaming list"): KubeBodyTooLargeError | undefined {
     if (this.bytes > this.maxBytes) {
-      const held = `${this.bytes} bytes in ${this.items.size} objects`
+      const held = `${this.bytes} bytes in ${this.held} objects`
       return new KubeBodyTooLargeError({
         method,
         path,
@@ -136,6 +158,13 @@ export class ListDraft<A extends HasMetadata> {
     return { items: Array.from(this.items.values()), undecodable, resourceVersion, pages, restarts }
   }
 }
+
+/** What an undecodable object counts: its share of what it was read from, and no less than what is kept. */
+const lengthOf = (event: UndecodableEvent, bytes: number | undefined): number =>
+  Math.max(
+    bytes ?? 0,
+    (event.name?.length ?? 0) + (event.resourceVersion?.length ?? 0) + event.problem.length
+  )
 
 /** A byte count as a person reads it: `48 MiB (50331648 bytes)`, or `900 bytes`. */
 const sizeOf = (bytes: number): string => {

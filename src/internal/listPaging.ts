@@ -198,7 +198,7 @@ export const makeListing = (
           const { page, share } = measured
           pages += 1
           for (const item of page.items) draft.put(item, share)
-          for (const item of page.undecodable) draft.putUndecodable(item)
+          for (const item of page.undecodable) draft.putUndecodable(item, share)
           if (onPage !== undefined) yield* onPage
           const past = pagesBefore + pages > maxListPages
             ? new KubeBodyTooLargeError({

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Chunk, HashMap, HashSet, Option } from "effect"
+import { Chunk, HashMap, Option } from "effect"
 import type { Status } from "../KubeStatus.ts"
 import type { Sandbox } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
@@ -29,9 +29,11 @@ export interface SandboxCache {
   readonly objects: OverlayMap<Sandbox>
   /**
    * Names the cluster has but whose only state we heard did not decode: neither present nor gone
-   * (rule 13). Nobody is told anything about them until a state that decodes, or a deletion.
+   * (rule 13). Nobody is told anything about them until a state that decodes, or a deletion. Each
+   * with the newest resourceVersion it was heard at ("" when none came), so a list older than that
+   * cannot tell it gone (rule 14).
    */
-  readonly unknown: HashSet.HashSet<string>
+  readonly unknown: HashMap.HashMap<string, string>
   /**
    * Names told gone, with the resourceVersion that said so, so a lagging list cannot bring an
    * older state back (rule 14). Bounded: see `MaxTombstones`.
@@ -43,7 +45,7 @@ export const empty: SandboxCache = {
   synced: false,
   resourceVersion: undefined,
   objects: OverlayMap.empty(),
-  unknown: HashSet.empty(),
+  unknown: HashMap.empty(),
   tombstones: HashMap.empty()
 }
 
@@ -69,6 +71,10 @@ const gone: Option.Option<Sandbox> = Option.none()
 /** `candidate` is known to be no newer than `current` (where the order cannot be told: false). */
 const notNewer = (candidate: string, current: string): boolean => candidate === current || isOlder(candidate, current)
 
+/** The newer of an unknown name's resourceVersion `before` (none: not unknown) and one it is `heard` at now. */
+const newestHeard = (before: string | undefined, heard: string): string =>
+  before !== undefined && (heard === "" || isOlder(heard, before)) ? before : heard
+
 // ---------------------------------------------------------------------------------------------
 // A list
 // ---------------------------------------------------------------------------------------------
@@ -84,7 +90,7 @@ export interface ListApplied {
  * went (rule 11) and, on the first list, every name in `waitedOn`, present or gone (rule 10).
  * Kept as they were, untold: a cached object newer than the list's copy, or one the list carried
  * but could not decode (rules 13, 14). A name the list carried only undecodable is unknown, not
- * gone.
+ * gone; so is one unknown before that a list older than it does not carry.
  */
 export const applyList = (
   old: SandboxCache,
@@ -92,8 +98,11 @@ export const applyList = (
   waitedOn: Iterable<string>,
   tell: Tell
 ): ListApplied => {
-  const undecodable = new Set<string>()
-  for (const bad of list.undecodable) if (bad.name !== undefined) undecodable.add(bad.name)
+  // Each name the list carried undecodable, at the resourceVersion it carried it at.
+  const undecodable = new Map<string, string>()
+  for (const bad of list.undecodable) {
+    if (bad.name !== undefined) undecodable.set(bad.name, bad.resourceVersion ?? list.resourceVersion)
+  }
   const objects = new Map<string, Sandbox>()
   const tombstones = HashMap.beginMutation(old.tombstones)
   const anyTombstones = HashMap.size(old.tombstones) > 0
@@ -135,11 +144,19 @@ export const applyList = (
       tell(name, gone)
     }
   }
-  const unknown = HashSet.beginMutation(HashSet.empty<string>())
-  for (const name of undecodable) if (!objects.has(name)) HashSet.add(unknown, name)
+  const unknown = HashMap.beginMutation(HashMap.empty<string, string>())
+  for (const [name, heardAt] of undecodable) {
+    if (objects.has(name)) continue
+    HashMap.set(unknown, name, newestHeard(Option.getOrUndefined(HashMap.get(old.unknown, name)), heardAt))
+  }
   // A name unknown before that this list does not carry at all is gone: tell those waiting on it.
-  for (const name of old.unknown) {
-    if (!undecodable.has(name) && !objects.has(name)) {
+  // Unless the list is older than where it was heard (rule 14): a lagging server that has not seen
+  // its create yet cannot prove it gone, so it stays unknown and nobody is told.
+  for (const [name, heardAt] of old.unknown) {
+    if (undecodable.has(name) || objects.has(name)) continue
+    if (isOlder(list.resourceVersion, heardAt)) {
+      HashMap.set(unknown, name, heardAt)
+    } else {
       told++
       tell(name, gone, true)
     }
@@ -148,14 +165,14 @@ export const applyList = (
     synced: true,
     resourceVersion: list.resourceVersion,
     objects: OverlayMap.fromMap(objects),
-    unknown: HashSet.endMutation(unknown),
+    unknown: HashMap.endMutation(unknown),
     tombstones: pruneTombstones(HashMap.endMutation(tombstones))
   }
   if (!old.synced) {
     // The reconcile: every name waited on that the first list does not hold is told gone, except
     // the ones it holds undecodable. (The ones it holds were told above: the cache was empty.)
     for (const name of Array.from(waitedOn)) {
-      if (!cache.objects.has(name) && !HashSet.has(cache.unknown, name)) {
+      if (!cache.objects.has(name) && !HashMap.has(cache.unknown, name)) {
         told++
         tell(name, gone, true)
       }
@@ -206,7 +223,7 @@ const applyOneChange = (
   const cached = old.objects.get(name)
   if (cached === undefined || isOlder(event.resourceVersion, cached.metadata.resourceVersion)) return undefined
   const objects = old.objects.set(name, event.object)
-  const unknown = HashSet.size(old.unknown) > 0 ? HashSet.remove(old.unknown, name) : old.unknown
+  const unknown = HashMap.size(old.unknown) > 0 ? HashMap.remove(old.unknown, name) : old.unknown
   const tombstones = HashMap.size(old.tombstones) > 0 ? HashMap.remove(old.tombstones, name) : old.tombstones
   tell(name, Option.some(event.object))
   const resourceVersion = event.resourceVersion === "" ? from : event.resourceVersion
@@ -253,7 +270,7 @@ export const applyEvents = (
   const remove = (name: string, deletedAt: string) => {
     const wasPresent = objects.remove(name)
     if (deletedAt !== "") tombstones = HashMap.set(tombstones, name, deletedAt)
-    if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
+    if (HashMap.size(unknown) > 0) unknown = HashMap.remove(unknown, name)
     tell(name, gone, !wasPresent)
   }
   for (const event of events) {
@@ -276,8 +293,10 @@ export const applyEvents = (
           // The object is unreadable, but the event says which name went: that is the cluster's word.
           remove(name, eventVersion)
         } else if (objects.get(name) === undefined) {
-          // Rule 13: keep what we had; a name we had nothing for becomes unknown.
-          unknown = HashSet.add(unknown, name)
+          // Rule 13: keep what we had; a name we had nothing for becomes unknown, at the newest
+          // resourceVersion it was heard at.
+          const before = Option.getOrUndefined(HashMap.get(unknown, name))
+          unknown = HashMap.set(unknown, name, newestHeard(before, eventVersion))
         }
         break
       }
@@ -291,7 +310,7 @@ export const applyEvents = (
           remove(name, eventVersion)
         } else {
           objects.set(name, event.object)
-          if (HashSet.size(unknown) > 0) unknown = HashSet.remove(unknown, name)
+          if (HashMap.size(unknown) > 0) unknown = HashMap.remove(unknown, name)
           if (HashMap.size(tombstones) > 0) tombstones = HashMap.remove(tombstones, name)
           tell(name, Option.some(event.object))
         }

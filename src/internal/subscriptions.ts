@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Channel, Chunk, Effect, HashSet, Metric, Option, Stream, SubscriptionRef } from "effect"
+import { Channel, Chunk, Effect, HashMap, Metric, Option, Stream, SubscriptionRef } from "effect"
 import type { Sandbox } from "../Sandbox.ts"
 import type { CacheRef, SandboxHub, SandboxMailbox } from "./cacheSteps.ts"
 import type * as SandboxCache from "./sandboxCache.ts"
@@ -34,7 +34,7 @@ type Initial = (mailbox: SandboxMailbox, current: SandboxCache.SandboxCache) => 
 
 /** What the cache holds for `name`; nothing for a name that is unknown (rule 13). */
 const tellCurrent = (name: string): Initial => (mailbox, current) => {
-  if (!HashSet.has(current.unknown, name)) mailbox.put(name, current.objects.getOption(name))
+  if (!HashMap.has(current.unknown, name)) mailbox.put(name, current.objects.getOption(name))
 }
 
 const tellEveryCached: Initial = (mailbox, current) => {

@@ -63,7 +63,8 @@
  *     decode tells nobody anything. A cached Sandbox whose new state does not decode keeps its last
  *     value; a name whose only state does not decode is neither present nor gone.
  * 14. Per name, told resourceVersions never go backwards: an event older than the cached object, or
- *     a list older than it or than the name's deletion, is not told.
+ *     a list older than it or than the name's deletion, is not told; nor is a list older than where
+ *     an unknown name was heard, which leaves it unknown.
  * 15. A line over the size cap is retried from the same resourceVersion once, with the back-off;
  *     the second time at that resourceVersion the watch cannot get past it, so it re-lists.
  * 16. A list may be a **streaming list** (`listMode` `"stream"`, or `"auto"`, the default): one

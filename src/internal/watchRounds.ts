@@ -356,7 +356,7 @@ const watchFrom = (
                 filling.remove(event.name)
                 break
               case "UNDECODABLE":
-                filling.putUndecodable(event)
+                filling.putUndecodable(event, undefined)
                 // A deletion is applied, not held: reported now, as after the bookmark.
                 if (event.eventType === "DELETED") (deletedUnreadable ??= []).push(event)
                 break

@@ -63,10 +63,10 @@ if (prototype[installed] !== true) {
     }
     return put.call(this, item, bytes)
   }
-  ListDraft.prototype.putUndecodable = function(this: ListDraft<any> & Spied, event) {
+  ListDraft.prototype.putUndecodable = function(this: ListDraft<any> & Spied, event, bytes) {
     if (this.__simFailed === true) recorder?.onPutAfterFailure(this)
     if (event.name !== undefined) this.__simBytes?.delete(event.name)
-    return putUndecodable.call(this, event)
+    return putUndecodable.call(this, event, bytes)
   }
   ListDraft.prototype.remove = function(this: ListDraft<any> & Spied, name) {
     this.__simBytes?.delete(name)
