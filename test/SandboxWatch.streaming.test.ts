@@ -229,6 +229,26 @@ describe("SandboxWatch streaming lists", () => {
       expect(watched.filter((call) => call.options.sendInitialEvents === true)).toHaveLength(1)
     }))
 
+  // Review 46, promise 6 (every request has a deadline): a streaming list has only the silence
+  // limit; its term (timeoutSeconds) is the server's to keep. A server that ignores both the
+  // parameters and timeoutSeconds (an aggregated API, a proxy that re-opens upstream), in a
+  // namespace with a change a minute, is never silent and never ends: the watch never syncs,
+  // never pages, never asks again.
+  it.scoped("17, 18. auto: a server that ignores sendInitialEvents and timeoutSeconds, with a change a minute, is not waited on for ever", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const ignored = yield* kube.nextWatch
+      yield* ignored.emit(added(sandbox("a", "7")), added(sandbox("b", "8")))
+      for (let minute = 1; minute <= 60; minute++) {
+        yield* TestClock.adjust(Duration.minutes(1))
+        yield* ignored.emit(modified(sandbox("a", String(8 + minute))))
+      }
+      yield* settle
+      // An hour, 15 times the term asked: the streaming list has long been given up (paged, or asked again).
+      expect(yield* ignored.aborted).toBe(true)
+      expect((yield* kube.calls).length).toBeGreaterThanOrEqual(2)
+    }))
+
   it.scoped("18. auto: a server that closes the streaming list cleanly before its end bookmark, three times in a row, is paged: changes before the close prove nothing, nothing is told", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start("auto")
