@@ -236,7 +236,7 @@ describe("SandboxWatch streaming lists", () => {
   // never pages, never asks again.
   it.scoped("17, 18. auto: a server that ignores sendInitialEvents and timeoutSeconds, with a change a minute, is not waited on for ever", () =>
     Effect.gen(function*() {
-      const { kube, watch } = yield* start("auto")
+      const { kube } = yield* start("auto")
       const ignored = yield* kube.nextWatch
       yield* ignored.emit(added(sandbox("a", "7")), added(sandbox("b", "8")))
       for (let minute = 1; minute <= 60; minute++) {
