@@ -5,8 +5,9 @@
  * falls back to pages when the server shows it cannot stream. Time is the TestClock's.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Metric, Option, Ref, Scope, Stream, TestClock } from "effect"
 import * as Telemetry from "../src/cli/Telemetry.ts"
+import { KubeClient } from "../src/KubeClient.ts"
 import type { Sandbox } from "../src/Sandbox.ts"
 import * as SandboxWatch from "../src/SandboxWatch.ts"
 import type { WatchEvent } from "../src/WatchEvent.ts"
@@ -24,14 +25,28 @@ import {
   statusError,
   transportError
 } from "./support/ScriptedKubeClient.ts"
-import { nextPause } from "./support/waiting.ts"
+import { nextPause, passNextPause } from "./support/waiting.ts"
 
-const start = (listMode: "auto" | "stream" | "paged") =>
+const start = (listMode: "auto" | "stream" | "paged", { silenceUnkept = false } = {}) =>
   Effect.gen(function*() {
     const kube = yield* makeScriptedKubeClient
     const scope = yield* Scope.make()
+    // `silenceUnkept`: a client whose silence limit has not fired yet (the real one counts it from
+    // the answer's headers, after the request was sent).
+    const layer = silenceUnkept
+      ? Layer.map(kube.layer, (context) => {
+        const client = Context.get(context, KubeClient)
+        return Context.make(KubeClient, {
+          ...client,
+          openWatch: (resource, schema, options = {}) => {
+            const { idleTimeout: _kept, ...unkept } = options
+            return client.openWatch(resource, schema, unkept)
+          }
+        })
+      })
+      : kube.layer
     const watch = yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode }).pipe(
-      Effect.provide(kube.layer),
+      Effect.provide(layer),
       Scope.extend(scope)
     )
     yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
@@ -227,6 +242,110 @@ describe("SandboxWatch streaming lists", () => {
       expect(yield* a).toEqual(["a@7:Pending"])
       const watched = (yield* kube.calls).filter((call) => call.verb === "watch")
       expect(watched.filter((call) => call.options.sendInitialEvents === true)).toHaveLength(1)
+    }))
+
+  // Review 46, promise 6 (every request has a deadline): a streaming list has only the silence
+  // limit; its term (timeoutSeconds) is the server's to keep. A server that ignores both the
+  // parameters and timeoutSeconds (an aggregated API, a proxy that re-opens upstream), in a
+  // namespace with a change a minute, is never silent and never ends: the watch never syncs,
+  // never pages, never asks again.
+  it.scoped("17, 18. auto: a server that ignores sendInitialEvents and timeoutSeconds, with a change a minute, is not waited on for ever", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start("auto")
+      const ignored = yield* kube.nextWatch
+      yield* ignored.emit(added(sandbox("a", "7")), added(sandbox("b", "8")))
+      for (let minute = 1; minute <= 60; minute++) {
+        yield* TestClock.adjust(Duration.minutes(1))
+        yield* ignored.emit(modified(sandbox("a", String(8 + minute))))
+      }
+      yield* settle
+      // An hour, 15 times the term asked: the streaming list has long been given up (paged, or asked again).
+      expect(yield* ignored.aborted).toBe(true)
+      expect((yield* kube.calls).length).toBeGreaterThanOrEqual(2)
+    }))
+
+  it.scoped("17, 18. auto: a streaming re-list still arriving at its term plus the idle margin is abandoned then: aborted, paged at once, nothing told, the cache kept", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      const first = yield* kube.nextWatch
+      yield* first.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      yield* settle
+      yield* first.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // A change every 30 s: never silent, never ended by the server, no end bookmark.
+      for (let step = 1; step <= 8; step++) {
+        yield* TestClock.adjust(Duration.seconds(30))
+        yield* relist.emit(modified(sandbox("a", String(10 + step), "Ready")))
+      }
+      yield* TestClock.adjust(Duration.seconds(29))
+      yield* settle
+      expect(yield* relist.aborted).toBe(false)
+      // 240 s asked plus the 30 s margin.
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* settle
+      expect(yield* relist.aborted).toBe(true)
+      expect((yield* kube.calls).at(-1)?.verb).toBe("list")
+      expect(yield* a).toEqual(["a@7:Pending"])
+      expect(told(yield* watch.get("a"))).toBe("a@7:Pending")
+      yield* kube.respondList(fullList("30", sandbox("a", "30", "Ready")))
+      yield* settle
+      expect(yield* a).toEqual(["a@7:Pending", "a@30:Ready"])
+    }))
+
+  it.scoped("17. stream: a streaming list still arriving at its term plus the idle margin is abandoned, and asked again with twice the term after the back-off", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start("stream")
+      const first = yield* kube.nextWatch
+      for (let minute = 1; minute <= 4; minute++) {
+        yield* TestClock.adjust(Duration.minutes(1))
+        yield* first.emit(added(sandbox("a", String(7 + minute))))
+      }
+      yield* TestClock.adjust(Duration.seconds(30))
+      yield* settle
+      expect(yield* first.aborted).toBe(true)
+      expect(yield* nextPause(20_000)).toBe(500)
+      yield* TestClock.adjust("500 millis")
+      const longer = yield* kube.nextWatch
+      expect(longer.options).toEqual({ ...streamingOptions, timeoutSeconds: 480, idleTimeout: Duration.seconds(510) })
+    }))
+
+  it.scoped.each([false, true])(
+    "4, 17. auto: a streaming list silent all along is silence at its limit (rule 4), no proof: a streaming list again after the back-off (silence not yet kept by the client: %s)",
+    (silenceUnkept) =>
+      Effect.gen(function*() {
+        const { kube } = yield* start("auto", { silenceUnkept })
+        const silent = yield* kube.nextWatch
+        yield* TestClock.adjust(Duration.seconds(270))
+        yield* settle
+        expect(yield* silent.aborted).toBe(true)
+        expect((yield* kube.calls).filter((call) => call.verb === "list")).toEqual([])
+        yield* TestClock.adjust(Duration.millis(yield* nextPause(20_000)))
+        const again = yield* kube.nextWatch
+        expect(again.options.sendInitialEvents).toBe(true)
+        expect((yield* kube.calls).filter((call) => call.verb === "list")).toEqual([])
+      })
+  )
+
+  it.scoped("16, 17. a streaming list that lands just before its term plus the idle margin goes on as the watch past it: the deadline is the list's, not the watch's", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const a = yield* subscribe(watch.changes("a"))
+      const w = yield* kube.nextWatch
+      yield* w.emit(added(sandbox("a", "7")))
+      yield* TestClock.adjust(Duration.seconds(269))
+      yield* w.emit(endBookmark("8"))
+      yield* watch.synced
+      // A change a minute for ten minutes: the server's own term is what ends this watch, not the list's deadline.
+      for (let minute = 1; minute <= 10; minute++) {
+        yield* TestClock.adjust(Duration.minutes(1))
+        yield* w.emit(modified(sandbox("a", String(8 + minute))))
+      }
+      yield* settle
+      expect(yield* w.aborted).toBe(false)
+      expect(yield* kube.calls).toHaveLength(1)
+      expect((yield* a).at(-1)).toBe("a@18:Pending")
     }))
 
   it.scoped("18. auto: a server that closes the streaming list cleanly before its end bookmark, three times in a row, is paged: changes before the close prove nothing, nothing is told", () =>
@@ -645,8 +764,15 @@ describe("SandboxWatch streaming lists: a list that is arriving is being heard",
       yield* w.emit(added(sandbox("a", "7")), endBookmark("9"))
       yield* watch.synced
       yield* w.emit(errorEvent(410, "Expired", "too old resource version"))
+      // A large namespace over a slow link: the server ends the first re-list at its term (rule 17),
+      // and the next, asked for twice the term, arrives for five minutes, well past /readyz's limit.
+      const cut = yield* kube.nextWatch
+      yield* cut.emit(added(sandbox("s", "10")))
+      yield* TestClock.adjust(Duration.seconds(240))
+      yield* cut.end
+      yield* passNextPause(20_000)
       const relist = yield* kube.nextWatch
-      // A large namespace over a slow link: objects arrive for five minutes, well past /readyz's limit.
+      expect(relist.options.timeoutSeconds).toBe(480)
       for (let i = 0; i < 5; i++) {
         yield* TestClock.adjust(Duration.seconds(60))
         yield* relist.emit(added(sandbox(`s${i}`, String(10 + i))))

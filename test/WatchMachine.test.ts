@@ -651,6 +651,33 @@ const streamRows: ReadonlyArray<StreamRow> = [
     restart: "stream-unfinished"
   },
   {
+    rule: "17, 18. auto: a streaming list abandoned at its term plus the idle margin, the server still sending: pages",
+    settings: auto,
+    from: streaming("expired", { cleanCloses: 1 }),
+    end: End.StreamOverdue(),
+    next: "list(expired)",
+    pause: "none",
+    restart: "stream-unsupported"
+  },
+  {
+    rule: "17. stream mode: a streaming list abandoned at its term plus the idle margin: the next asks twice the term",
+    settings: streamOnly,
+    from: streaming("initial", { streamTerm: 480 }),
+    end: End.StreamOverdue(),
+    next: "stream(initial, term 960s)",
+    pause: "backoff",
+    restart: "stream-unfinished"
+  },
+  {
+    rule: "a stray StreamOverdue outside a streaming list changes nothing",
+    settings: auto,
+    from: watchingAfterStream("25"),
+    end: End.StreamOverdue(),
+    next: "watch(25, lists streamed)",
+    pause: "beat",
+    restart: undefined
+  },
+  {
     rule: "17. stream mode: the term grows to an hour at most",
     settings: streamOnly,
     from: streaming("initial", { streamTerm: 1_920 }),
@@ -764,6 +791,13 @@ describe("watchMachine.step", () => {
       auto
     )
     expect(first.message).not.toContain("paged from now on")
+  })
+
+  it("17, 18. a streaming list abandoned at its term says the client gave it up, not that the server ended it", () => {
+    const transition = WatchMachine.step(streaming("initial", { streamTerm: 480 }), End.StreamOverdue(), auto)
+    expect(transition.message).toContain("no end bookmark by the end of its term (480s plus the idle margin)")
+    expect(transition.message).toContain("abandoned")
+    expect(transition.message).not.toContain("the server ended")
   })
 
   it("18. auto: a streaming list ended at its term is paged, and the words say it may be too large to stream", () => {

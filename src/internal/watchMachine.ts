@@ -81,7 +81,10 @@
  * 17. A streaming list that does not reach its end bookmark is no list: the draft is dropped and
  *     the next list streams again after the back-off, whatever ended it (an `ERROR`, a failure,
  *     silence, a close); never a resume from a half-known state. One the server ended at its term
- *     (`timeoutSeconds`) was too large to stream in that time (a huge namespace, a slow link): in
+ *     (`timeoutSeconds`) was too large to stream in that time (a huge namespace, a slow link); one
+ *     still sending without its end bookmark at its term plus the idle margin is abandoned there (the
+ *     request aborted) and counts as ended at its term, else a server that ignores the term and is
+ *     never silent would be waited on for ever (silence that long is rule 4's, as ever). In
  *     `"stream"` the next asks for twice the term, up to an hour, so that it can finish (client-go
  *     retries with the same term; its TODO for kubernetes#115478 asks for this). A list that lands
  *     forgets the longer term.
@@ -91,12 +94,13 @@
  *     the end annotation (it ignored `sendInitialEvents`); it closes the streaming list cleanly
  *     (no `ERROR`, no failure) before its end bookmark three times in a row (it answers the request
  *     as a plain watch, as an aggregated server, a proxy or a test double may); or it ends one at
- *     its term (it ignored the parameters, or the list is too large to stream: either way pages
- *     sync). Then every list is paged for the life of the watch, at once, said once. Nothing
- *     transient is proof: a 404 (a CRD being registered again after an apiserver restart), a 5xx,
- *     a 429, a cut, silence or a deadline back off as in rules 6 and 7 and stream again, and
- *     anything but a clean close starts the count of clean closes again. `MODIFIED` and `DELETED`
- *     before the end bookmark prove nothing either (a server may queue changes ahead of it). In
+ *     its term, or one is abandoned at its term plus the idle margin (it ignored the parameters, or
+ *     the list is too large to stream: either way pages sync). Then every list is paged for the
+ *     life of the watch, at once, said once. Nothing transient is proof: a 404 (a CRD being
+ *     registered again after an apiserver restart), a 5xx, a 429, a cut, silence or a request's
+ *     headers deadline back off as in rules 6 and 7 and stream again, and anything but a clean
+ *     close starts the count of clean closes again. `MODIFIED` and `DELETED` before the end
+ *     bookmark prove nothing either (a server may queue changes ahead of it). In
  *     `"stream"` these are failures like rule 7. A 404 on the resource, in any mode, says once in
  *     words that the server does not serve it and the CRD may not be installed.
  *
@@ -209,6 +213,11 @@ export type RoundEnd = Data.TaggedEnum<{
   StreamListed: { readonly resourceVersion: string }
   /** A streaming list's server showed it does not stream (rule 18): `why`, in words. */
   StreamUnsupported: { readonly why: string }
+  /**
+   * A streaming list had not reached its end bookmark by the end of its term plus the idle margin,
+   * though the server kept talking: the loop abandoned it (rules 17 and 18).
+   */
+  StreamOverdue: {}
   /** A defect in the loop's own code stopped it: nothing the cluster said. */
   Defect: {}
 }>
@@ -262,6 +271,8 @@ export const step = (state: WatchState, end: RoundEnd, settings: MachineSettings
     case "StreamUnsupported":
       // Only a streaming list's round ends so (handled above); a stray one changes nothing.
       return { next: state, pause: beat, restart: undefined, message: end.why }
+    case "StreamOverdue":
+      return { next: state, pause: beat, restart: undefined, message: undefined }
     case "ListFailed":
       return ofClientError(end.error, resumePoint(state), "list", settings, notFoundSaid(state))
     case "WatchFailed":
@@ -390,6 +401,17 @@ const ofUnfinishedStream = (
     : undefined
   if (refused !== undefined && auto) return toPages(state, refused)
   if (end._tag === "Closed") return ofUnfinishedClose(state, end, term, settings)
+  if (end._tag === "StreamOverdue") {
+    // The server ignored its term (and, likely, sendInitialEvents): as one ended at its term.
+    return ofStreamAtTerm(
+      state,
+      term,
+      `a streaming list had no end bookmark by the end of its term (${term}s plus the idle margin) though the ` +
+        `server kept sending (it ignored timeoutSeconds and sendInitialEvents, or the list is too large to ` +
+        `stream in that time); the request was abandoned`,
+      settings
+    )
+  }
   if (end._tag === "WatchFailed") {
     // Rules 6, 7 and 9 hold as for a list: the draft is dropped, and the next list streams again.
     // RBAC sees a streaming list as a watch: a 403 here is a missing `watch`, not `list`.
@@ -428,16 +450,13 @@ const ofUnfinishedClose = (
 ): Transition => {
   const auto = settings.listMode === "auto"
   if (ranItsTerm(end.ranMillis, settings, term)) {
-    const why = `the server ended a streaming list at its timeoutSeconds (${term}s) before its end bookmark ` +
-      `(the list is too large to stream in that time over this link, or the server ignored sendInitialEvents)`
-    if (auto) return toPages(state, why)
-    const longer = Math.min(term * 2, Math.max(LongestStreamTerm, term))
-    return {
-      next: WatchState.NeedsList({ reason: state.reason, lists: "stream", streamTerm: longer }),
-      pause: backoff,
-      restart: "stream-unfinished",
-      message: `${why}; what it sent is dropped, and the next streaming list asks for ${longer}s`
-    }
+    return ofStreamAtTerm(
+      state,
+      term,
+      `the server ended a streaming list at its timeoutSeconds (${term}s) before its end bookmark ` +
+        `(the list is too large to stream in that time over this link, or the server ignored sendInitialEvents)`,
+      settings
+    )
   }
   const cleanCloses = (state.cleanCloses ?? 0) + 1
   const closed = `the server closed ${
@@ -455,6 +474,27 @@ const ofUnfinishedClose = (
       : cleanCloses >= CleanClosesProof
       ? `; the server seems not to stream lists (listMode "auto" would page)`
       : "")
+  }
+}
+
+/**
+ * Rules 17 and 18: a streaming list that ran its whole term without its end bookmark (the server
+ * ended it there, or the loop abandoned it just after): in `"auto"` every list is paged; in
+ * `"stream"` the next asks for twice the term, up to an hour, after the back-off.
+ */
+const ofStreamAtTerm = (
+  state: Extract<WatchState, { readonly _tag: "NeedsList" }>,
+  term: number,
+  why: string,
+  settings: MachineSettings
+): Transition => {
+  if (settings.listMode === "auto") return toPages(state, why)
+  const longer = Math.min(term * 2, Math.max(LongestStreamTerm, term))
+  return {
+    next: WatchState.NeedsList({ reason: state.reason, lists: "stream", streamTerm: longer }),
+    pause: backoff,
+    restart: "stream-unfinished",
+    message: `${why}; what it sent is dropped, and the next streaming list asks for ${longer}s`
   }
 }
 

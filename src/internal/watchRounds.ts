@@ -18,6 +18,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Fiber,
   FiberRef,
   Metric,
   Option,
@@ -224,6 +225,13 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
   )
 
 /**
+ * A streaming list's limit for `term` (rule 17): rule 4's idle limit, longer by as much as the term
+ * is. Both its silence limit and the deadline of its end bookmark.
+ */
+const streamingLimit = (settings: WatchSettings, term: number): Duration.Duration =>
+  Duration.sum(settings.idleLimit, Duration.seconds(term - settings.timeoutSeconds))
+
+/**
  * A watch from `resourceVersion`, or (`streaming`) a streaming list's watch (rule 16), asking for
  * `term` seconds (rule 17: longer after one the server ended at its term; the idle limit grows
  * with it while the list arrives, and is rule 4's again once it has landed).
@@ -254,7 +262,7 @@ const watchOptions = (
       resourceVersionMatch: "NotOlderThan",
       allowWatchBookmarks: true,
       timeoutSeconds: term,
-      idleTimeout: Duration.sum(settings.idleLimit, Duration.seconds(term - settings.timeoutSeconds)),
+      idleTimeout: streamingLimit(settings, term),
       // Once the list has landed the connection is a watch: rule 4's limit, not the term's.
       idleTimeoutAfterInitialEvents: settings.idleLimit,
       acceptGzip: settings.gzipStreamingLists
@@ -276,6 +284,8 @@ const watchFrom = (
     const { annotations, cacheSteps, counts } = loop
     let heard = false
     let current = resourceVersion
+    // When a streaming list's last chunk came (epoch ms; -1 for none), to tell its deadline from silence.
+    let draftHeardAt = -1
     // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
     let draft: ListDraft<Sandbox> | undefined = streaming === undefined
       ? undefined
@@ -334,7 +344,7 @@ const watchFrom = (
           const filling = draft!
           // A list that is arriving is being heard (health, /readyz), though nothing is told yet;
           // and the server has answered (the program's "no answer since start" notice).
-          counts.lastHeard = clock.unsafeCurrentTimeMillis()
+          counts.lastHeard = draftHeardAt = clock.unsafeCurrentTimeMillis()
           counts.answered = true
           const path = collectionPath(SandboxResource, loop.settings.namespace)
           /** No list: the draft is dropped and the round fails into rule 7's back-off. */
@@ -398,15 +408,11 @@ const watchFrom = (
           const past = filling.overBudget("GET", path, "streaming list")
           return past === undefined ? reportEach(deletedUnreadable) : failWith(past)
         }
+        const term = WatchMachine.streamTerm(loop.state.machine, loop.settings)
         const applyAll: Effect.Effect<WatchMachine.RoundEnd, RoundFailure> = loop.client.openWatch(
           SandboxResource,
           Sandbox,
-          watchOptions(
-            loop.settings,
-            resourceVersion,
-            streaming,
-            WatchMachine.streamTerm(loop.state.machine, loop.settings)
-          )
+          watchOptions(loop.settings, resourceVersion, streaming, term)
         ).pipe(
           applyEveryChunk((chunk: Chunk.Chunk<WatchEvent<Sandbox>>) =>
             draft === undefined ? applyChunk(chunk) : fillDraft(chunk)
@@ -430,7 +436,24 @@ const watchFrom = (
               )
           })
         )
-        return applyAll
+        if (streaming === undefined) return applyAll
+        // Rules 17 and 18: a streaming list has until the end of its term plus the idle margin to
+        // reach its end bookmark, else it is abandoned (the request aborted as its fiber ends). A
+        // server that ignores sendInitialEvents and timeoutSeconds, but is never silent, is
+        // otherwise waited on for ever. One sleep on the `Clock` per streaming list, nothing per
+        // chunk; once the list has landed the deadline lets the watch run on.
+        return Effect.raceWith(applyAll, Effect.sleep(streamingLimit(loop.settings, term)), {
+          onSelfDone: (exit, deadline) => Effect.zipRight(Fiber.interrupt(deadline), exit),
+          onOtherDone: (_, applying) =>
+            draft === undefined ? Fiber.join(applying) : Effect.as(
+              Fiber.interrupt(applying),
+              // Nothing since the open is silence for the whole limit: rule 4's (the connection's
+              // silence limit is this one), told so whichever of the two fired first.
+              draftHeardAt > openedAt
+                ? WatchMachine.RoundEnd.StreamOverdue()
+                : WatchMachine.RoundEnd.Idle({ resourceVersion: current })
+            )
+        })
       })
     )
   })
