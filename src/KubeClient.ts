@@ -43,7 +43,9 @@ export interface KubeClientOptions {
   readonly maxLineBytes?: number
   /**
    * How long any request may wait for the answer's status and headers (a watch's included) before
-   * it is abandoned with a `KubeTransportError`. Default `DefaultHeadersTimeout` (30 s).
+   * it is abandoned with a `KubeTransportError`; and, before it is sent, for its credentials to be
+   * read (an exec plugin's run, stopped when this passes; the error's `reached` is `"not-sent"`).
+   * Default `DefaultHeadersTimeout` (30 s).
    */
   readonly headersTimeout?: Duration.DurationInput
   /**
@@ -167,7 +169,7 @@ export const make = (
         return yield* Effect.dieMessage(`KubeClient: ${name} must be a positive integer, not ${value}`)
       }
     }
-    return makeClientService(connection, agent, timer, {
+    return makeClientService(connection, agent, timer, yield* Effect.scope, {
       maxLineBytes,
       headersTimeout: Duration.decode(options.headersTimeout ?? DefaultHeadersTimeout),
       bodyTimeout: Duration.decode(options.bodyTimeout ?? DefaultBodyTimeout),

@@ -52,6 +52,11 @@ export interface ClusterConnection {
   /** Where this came from, for a person: `kubeconfig /home/me/.kube/config, context kind-kind`. */
   readonly source: string
   /**
+   * What `authorization` reads, for a person (`exec plugin "aws-iam-authenticator" for user "u"`,
+   * `tokenFile /path`); never a credential. Without it, messages name `source`.
+   */
+  readonly credentials?: string | undefined
+  /**
    * The kubeconfig cluster's `proxy-url`, when it names one; else the client follows `HTTPS_PROXY`,
    * `HTTP_PROXY` and `NO_PROXY`, as kubectl does. May carry credentials: never log it.
    */
@@ -320,7 +325,8 @@ const SupportedExecVersions = ["client.authentication.k8s.io/v1", "client.authen
 
 const noAuthorization: Credentials.CredentialSource<KubeConfigError> = {
   authorization: Effect.succeedNone,
-  invalidate: Effect.void
+  invalidate: Effect.void,
+  what: "no credentials"
 }
 
 /** What a context names, found in the merged kubeconfig. */
@@ -374,6 +380,7 @@ const connect = (
       authorization: user.credentials.authorization,
       invalidate: user.credentials.invalidate,
       source,
+      credentials: user.credentials.what,
       proxyUrl: chosen.cluster.value["proxy-url"]
     } satisfies ClusterConnection
   })
@@ -529,7 +536,11 @@ const userCredentials = (
       })
     } else if (Option.isSome(token)) {
       const header = Option.some(Redacted.make(`Bearer ${token.value}`))
-      credentials = { authorization: Effect.succeed(header), invalidate: Effect.void }
+      credentials = {
+        authorization: Effect.succeed(header),
+        invalidate: Effect.void,
+        what: `the token of user "${user.name}"`
+      }
     } else if (u.exec !== undefined) {
       // A token in the kubeconfig wins over exec, as in client-go (the header is already set).
       credentials = yield* execCredentials(services, user, u.exec, cluster, address, fail)
@@ -651,7 +662,8 @@ const inClusterWith = (
       tls: { ...defaultTls, ca },
       authorization: credentials.authorization,
       invalidate: credentials.invalidate,
-      source
+      source,
+      credentials: credentials.what
     } satisfies ClusterConnection
   })
 

@@ -649,6 +649,42 @@ describe("KubeClient failures", () => {
       expect(yield* Ref.get(invalidations)).toBe(1)
     }))
 
+  // Review 46: the headers deadline covers reading the credentials; an exec plugin that hangs
+  // (a browser login nobody answers) would otherwise hold the request for ever.
+  it.scoped("credentials not read within the headers deadline: not sent, their source named, the read interrupted", () =>
+    Effect.gen(function*() {
+      const interrupted = yield* Deferred.make<void>()
+      const hanging: KubeConfig.ClusterConnection = {
+        server: "https://127.0.0.1:1",
+        namespace: Option.none(),
+        tls: KubeConfig.defaultTls,
+        authorization: Effect.onInterrupt(Effect.never, () => Deferred.succeed(interrupted, undefined)),
+        invalidate: Effect.void,
+        source: "kubeconfig /home/me/.kube/config, context eks",
+        credentials: `exec plugin "aws-iam-authenticator" for user "eks-admin"`
+      }
+      const client = yield* KubeClient.make({ headersTimeout: "10 seconds" }).pipe(
+        Effect.provide(Layer.succeed(KubeConfig.KubeConfig, hanging))
+      )
+      const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      yield* pendingSleep(10_000)
+      yield* TestClock.adjust("9 seconds")
+      yield* Effect.yieldNow()
+      expect(request.unsafePoll()).toBeNull()
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(request)
+      expect(error._tag === "KubeTransportError" && error.reached).toBe("not-sent")
+      expect(KubeError.answerBegan(error)).toBe(false)
+      expect(error.message).toBe(
+        `GET ${Collection} to https://127.0.0.1:1 was not sent: reading its credentials (exec plugin ` +
+          `"aws-iam-authenticator" for user "eks-admin") took longer than 10s and was abandoned. A plugin may ` +
+          `be waiting for a person (a browser login, a prompt: nobody answers them here), or an identity ` +
+          `provider or file system not answering: check that the credentials can be read on this host ` +
+          `without a person; if it is only slow, raise KubeClientOptions.headersTimeout, the program's --headers-timeout`
+      )
+      yield* Deferred.await(interrupted)
+    }))
+
   it.scoped("403 names the group and kind", () =>
     Effect.gen(function*() {
       const fx = yield* fixture((_req, res) =>

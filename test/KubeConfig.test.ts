@@ -4,10 +4,13 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import { describe, expect, it } from "@effect/vitest"
 import type { Scope } from "effect"
-import { Effect, Logger, LogLevel, Option, Redacted, TestClock } from "effect"
+import { Chunk, Effect, Fiber, Logger, LogLevel, Option, Redacted, TestClock } from "effect"
 import { fileURLToPath } from "node:url"
 import { stringify } from "yaml"
+import * as KubeClient from "../src/KubeClient.ts"
 import * as KubeConfig from "../src/KubeConfig.ts"
+import { Sandbox, SandboxResource } from "../src/Sandbox.ts"
+import { eventually } from "./support/waiting.ts"
 
 const fixtures = fileURLToPath(new URL("./fixtures/kubeconfig/", import.meta.url))
 const plugin = `${fixtures}exec-plugin.mjs`
@@ -78,6 +81,16 @@ const inSandbox = <A, E>(
 () => run(Effect.flatMap(sandbox, body))
 
 const simpleCluster = (server: string) => ({ server })
+
+/** Whether a process is running (signal 0 checks without sending anything). */
+const isRunning = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
 
 describe("KubeConfig.resolve: where the configuration comes from", () => {
   it.scoped(
@@ -707,6 +720,76 @@ describe("KubeConfig: credentials that change", () => {
           `kubeconfig ${unsupported}: user "plugin": exec apiVersion "client.authentication.k8s.io/v1alpha1" is not supported ` +
             "(use client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1)"
         )
+      })
+    )
+  )
+
+  // Review 46: a plugin that never ends (waiting for a browser login) is stopped when the request's
+  // deadline passes (which covers reading its credentials), not left running or waited on.
+  it.scoped(
+    "a plugin that hangs is stopped when its request's deadline passes, and the request fails as not sent",
+    inSandbox((t) =>
+      Effect.gen(function*() {
+        const file = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, {
+          PLUGIN_MODE: "hang",
+          PID_FILE: t.at("pid")
+        })
+        const resolved = yield* KubeConfig.resolve({ ...t.isolated, path: file })
+        // Its credentials, at an address no request reaches: none is sent.
+        const connection = { ...resolved, server: "https://127.0.0.1:1", tls: KubeConfig.defaultTls }
+        const client = yield* KubeClient.make({ headersTimeout: "5 seconds" }).pipe(
+          Effect.provideService(KubeConfig.KubeConfig, connection)
+        )
+        const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+        const pid = Number(
+          yield* eventually(t.fs.readFileString(t.at("pid")).pipe(Effect.orElseSucceed(() => "")), (text) =>
+            text.length > 0)
+        )
+        expect(isRunning(pid)).toBe(true)
+        yield* TestClock.adjust("5 seconds")
+        const error = yield* Fiber.join(request)
+        expect(error._tag === "KubeTransportError" && error.reached).toBe("not-sent")
+        expect(error.message).toContain(
+          `was not sent: reading its credentials (exec plugin "node" for user "plugin") took longer than 5s`
+        )
+        yield* eventually(
+          Effect.sync(() =>
+            isRunning(pid)
+          ),
+          (running) => !running
+        )
+      })
+    )
+  )
+
+  it.scoped(
+    "a plugin deaf to SIGTERM is sent SIGKILL 2 s after, and the request fails at once, not waiting for it",
+    inSandbox((t) =>
+      Effect.gen(function*() {
+        const file = yield* execConfig(t, { apiVersion: "client.authentication.k8s.io/v1" }, {
+          PLUGIN_MODE: "hang",
+          IGNORE_SIGTERM: "1",
+          PID_FILE: t.at("pid")
+        })
+        const resolved = yield* KubeConfig.resolve({ ...t.isolated, path: file })
+        const connection = { ...resolved, server: "https://127.0.0.1:1", tls: KubeConfig.defaultTls }
+        const client = yield* KubeClient.make({ headersTimeout: "5 seconds" }).pipe(
+          Effect.provideService(KubeConfig.KubeConfig, connection)
+        )
+        const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+        const pid = Number(
+          yield* eventually(t.fs.readFileString(t.at("pid")).pipe(Effect.orElseSucceed(() => "")), (text) =>
+            text.length > 0)
+        )
+        yield* TestClock.adjust("5 seconds")
+        const error = yield* Fiber.join(request)
+        expect(error._tag === "KubeTransportError" && error.reached).toBe("not-sent")
+        // SIGTERM was ignored: the plugin is given its grace, on the test clock, then SIGKILL.
+        yield* eventually(TestClock.sleeps(), (sleeps) =>
+          Chunk.some(sleeps, (at) => at === 7_000))
+        expect(isRunning(pid)).toBe(true)
+        yield* TestClock.adjust("2 seconds")
+        yield* eventually(Effect.sync(() => isRunning(pid)), (running) => !running)
       })
     )
   )

@@ -45,4 +45,23 @@ describe("SandboxWatch: credentials that cannot be read", () => {
       expect(read).toBeGreaterThanOrEqual(20)
       expect(read).toBeLessThanOrEqual(31)
     }))
+
+  // Review 46, promise 6 (every request has a deadline): the headers deadline starts once the
+  // credentials are read, and nothing bounds the read. An exec plugin that hangs (an IdP that does
+  // not answer, a plugin waiting for a browser login) holds the watch for ever: no retry, no
+  // failure, one read in ten minutes (`execCredential` runs the plugin with no timeout).
+  it.scoped("a read of credentials that never ends is given up and tried again, not waited on for ever", () =>
+    Effect.gen(function*() {
+      const reads = yield* Ref.make(0)
+      const hanging: KubeConfig.ClusterConnection = {
+        ...failingCredentials(reads),
+        authorization: Effect.zipRight(Ref.update(reads, (n) => n + 1), Effect.never)
+      }
+      const client = yield* KubeClient.make().pipe(Effect.provide(Layer.succeed(KubeConfig.KubeConfig, hanging)))
+      yield* SandboxWatch.make({ namespace: "ns", jitter: false, listMode: "paged" }).pipe(
+        Effect.provideService(KubeClient.KubeClient, client)
+      )
+      for (let step = 0; step < 60; step++) yield* TestClock.adjust("10 seconds")
+      expect(yield* Ref.get(reads)).toBeGreaterThanOrEqual(2)
+    }))
 })

@@ -91,7 +91,8 @@ export const Flags = {
   headersTimeout: {
     name: "headers-timeout",
     value: "duration",
-    description: "How long a request to the apiserver may wait for its answer's status and headers. Default: `30s`."
+    description:
+      "How long a request to the apiserver may wait for its answer's status and headers, and before that for its credentials (an exec plugin's run). Default: `30s`."
   },
   bodyTimeout: {
     name: "body-timeout",

@@ -2,10 +2,10 @@
  * The `KubeClient` service over a connection, a dispatcher and a deadline timer: the wiring of the
  * requests, the listing and the watch that `KubeClient.make` does over an undici Agent, and the
  * simulation over its scripted dispatcher (one wiring, so a budget added here reaches both). The
- * dispatcher's and the timer's lifetimes are the caller's.
+ * dispatcher's, the timer's and the credential reads' scope's lifetimes are the caller's.
  */
 import type { Dispatcher } from "@effect/platform-node/Undici"
-import { Effect, type Schema, Stream } from "effect"
+import { Effect, type Schema, type Scope, Stream } from "effect"
 import type { ClusterConnection } from "../KubeConfig.ts"
 import type { KubeClientError } from "../KubeError.ts"
 import type { KubeResource } from "../KubeResource.ts"
@@ -23,9 +23,11 @@ export const makeClientService = (
   connection: ClusterConnection,
   dispatcher: Dispatcher,
   timer: DeadlineTimer,
+  /** Where credential reads run: closing it waits for an exec plugin being stopped. */
+  reads: Scope.Scope,
   limits: Limits
 ): KubeClientService => {
-  const requests = makeRequests(connection, dispatcher, timer, limits)
+  const requests = makeRequests(connection, dispatcher, timer, reads, limits)
   const { json } = requests
   const { list, listAll } = makeListing(requests, limits)
   const openWatch = makeOpenWatch(requests, timer, limits.maxLineBytes)

@@ -9,13 +9,15 @@ import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type { PlatformError } from "@effect/platform/Error"
 import type * as FileSystem from "@effect/platform/FileSystem"
-import { Chunk, Clock, Duration, Effect, Either, Option, Redacted, Ref, Schema, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Either, Exit, Option, Redacted, Ref, Schema, Stream } from "effect"
 import { describeIssue, ExecCredential } from "./kubeconfigFile.ts"
 
 /** The `Authorization` header value and how to drop it. */
 export interface CredentialSource<E> {
   readonly authorization: Effect.Effect<Option.Option<Redacted.Redacted<string>>, E>
   readonly invalidate: Effect.Effect<void>
+  /** What is read, for a person: `exec plugin "gke-gcloud-auth-plugin" for user "u"`; never a credential. */
+  readonly what: string
 }
 
 const bearer = (token: string): Redacted.Redacted<string> => Redacted.make(`Bearer ${token}`)
@@ -92,7 +94,7 @@ export const fileToken = <E>(options: {
       })
     )
     const invalidate = Ref.update(state, (current) => ({ ...current, readAt: Option.none() }))
-    return { authorization, invalidate }
+    return { authorization, invalidate, what: options.what }
   })
 
 /** A client-go exec plugin, resolved: what to run and how. */
@@ -133,6 +135,23 @@ export const stderrExcerpt = (stderr: string): string => {
   return line.length > STDERR_EXCERPT_CHARS ? `${line.slice(0, STDERR_EXCERPT_CHARS)}…` : line
 }
 
+/** How long an interrupted plugin has to end on SIGTERM before it is sent SIGKILL. */
+const PLUGIN_STOP_GRACE = Duration.seconds(2)
+
+/**
+ * Stops a plugin whose run was interrupted (the request's deadline passed, or its caller let go):
+ * SIGTERM to its process group, SIGKILL if it has not ended within the grace. The executor's own
+ * release sends SIGTERM and waits for the end with no limit: a plugin that ignores SIGTERM would
+ * hold the credentials' lock (every later read waiting behind it) and the program's exit for ever.
+ */
+const stopPlugin = (process: CommandExecutor.Process): Effect.Effect<void> =>
+  // `kill` signals the group, then waits for the plugin to end: interruptibly, as a finalizer runs
+  // uninterruptibly and the timeout could not cut the wait short.
+  Effect.timeoutOption(Effect.interruptible(process.kill("SIGTERM")), PLUGIN_STOP_GRACE).pipe(
+    Effect.flatMap((ended) => Option.isSome(ended) ? Effect.void : process.kill("SIGKILL")),
+    Effect.ignore
+  )
+
 /**
  * Run the plugin and read its `ExecCredential`. Failures are sentences naming the command and the
  * exit code, quoting stderr (shortened) and never stdout: stdout is where the credential is.
@@ -168,6 +187,7 @@ const runPlugin = (
             : `${name} could not be started: ${describePlatformError(error)}`
         )
       )
+      yield* Effect.addFinalizer((exit) => Exit.isInterrupted(exit) ? stopPlugin(process) : Effect.void)
       const [stdout, stderr, exitCode] = yield* Effect.all(
         [
           collect(process.stdout, MAX_STDOUT_BYTES),
@@ -269,5 +289,9 @@ export const execCredential = <E>(options: {
         return Option.some(header)
       })
     )
-    return { authorization, invalidate: Ref.set(cached, Option.none()) }
+    return {
+      authorization,
+      invalidate: Ref.set(cached, Option.none()),
+      what: `exec plugin "${spec.command}" for ${spec.what}`
+    }
   })

@@ -3,8 +3,8 @@
  * under the body deadline and byte budgets, a non-2xx answer turned into its typed error.
  */
 import type { Dispatcher } from "@effect/platform-node/Undici"
-import { Clock, Duration, Effect, Option, Redacted, type Tracer } from "effect"
-import type { ClusterConnection } from "../KubeConfig.ts"
+import { Clock, Duration, Effect, Exit, FiberId, Option, Redacted, type Scope, type Tracer } from "effect"
+import type { ClusterConnection, KubeConfigError } from "../KubeConfig.ts"
 import type { KubeClientError } from "../KubeError.ts"
 import { KubeBodyTooLargeError, KubeMalformedBodyError, KubeTransportError } from "../KubeError.ts"
 import { bodyLabels, decodeBody, safeExcerpt } from "./bodyDecoding.ts"
@@ -19,6 +19,83 @@ const UserAgent = "sandbox-watch/0.1.0"
 /** The credential itself (without its scheme), so error texts can be scrubbed of it. */
 export const secretOf = (authorization: Option.Option<Redacted.Redacted<string>>): string | undefined =>
   Option.isSome(authorization) ? Redacted.value(authorization.value).replace(/^\S+\s+/, "") : undefined
+
+/** The credentials were not read within the headers deadline. */
+class CredentialsTooSlow {
+  readonly _tag = "CredentialsTooSlow"
+}
+
+type Authorization = Option.Option<Redacted.Redacted<string>>
+
+/**
+ * The connection's credentials, read under the headers deadline: the request's deadline covers
+ * getting them too (an exec plugin waiting for a browser login, an identity provider that does not
+ * answer, would otherwise hold the request for ever, and the watch with it). Out of time, the read
+ * is interrupted, which stops an exec plugin (`internal/credentials.ts`), and the request fails at
+ * once, without waiting for it to stop: its fiber is the client's (`reads`), not the request's,
+ * which would wait for it as it ends. A read that is already a value (a static token, no
+ * credentials) needs no deadline; any other runs in a fiber of its own, as only a fiber can be
+ * interrupted apart from the request's: about 16 µs a request, where `Effect.timeoutFail` costs
+ * about 45 (two fibers and a sleep) and a resume about 700.
+ */
+const readWithin = (
+  authorization: Effect.Effect<Authorization, KubeConfigError>,
+  timer: DeadlineTimer,
+  reads: Scope.Scope,
+  millis: number
+): Effect.Effect<Authorization, KubeConfigError | CredentialsTooSlow> =>
+  Exit.isExit(authorization) ? authorization : Effect.flatMap(
+    Effect.forkIn(authorization, reads),
+    (reading) =>
+      Effect.async<Authorization, KubeConfigError | CredentialsTooSlow>((resume) => {
+        let settled = false
+        const settle = (result: Effect.Effect<Authorization, KubeConfigError | CredentialsTooSlow>) => {
+          if (settled) return
+          settled = true
+          armed.clear()
+          reading.removeObserver(settle)
+          resume(result)
+        }
+        const armed = timer.arm(millis, () => {
+          reading.unsafeInterruptAsFork(FiberId.none)
+          settle(Effect.fail(new CredentialsTooSlow()))
+        })
+        reading.addObserver(settle)
+        return Effect.sync(() => {
+          settled = true
+          armed.clear()
+          reading.removeObserver(settle)
+          reading.unsafeInterruptAsFork(FiberId.none)
+        })
+      })
+  )
+
+/** A request not sent: its credentials could not be read, or not in time. */
+const notSent = (
+  request: {
+    readonly method: string
+    readonly path: string
+    readonly server: string
+    /** What the credentials are read from (`exec plugin "x" for user "u"`). */
+    readonly credentials: string
+    readonly deadline: string
+  },
+  error: KubeConfigError | CredentialsTooSlow
+): KubeTransportError => {
+  const { credentials, deadline, method, path, server } = request
+  return new KubeTransportError({
+    method,
+    path,
+    message: error instanceof CredentialsTooSlow
+      ? `${method} ${path} to ${server} was not sent: reading its credentials (${credentials}) took longer ` +
+        `than ${deadline} and was abandoned. A plugin may be waiting for a person (a browser login, a ` +
+        `prompt: nobody answers them here), or an identity provider or file system not answering: check ` +
+        `that the credentials can be read on this host without a person; if it is only slow, raise ` +
+        `KubeClientOptions.headersTimeout, the program's --headers-timeout`
+      : `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`,
+    reached: "not-sent"
+  })
+}
 
 export interface Sent {
   readonly answer: Answer
@@ -68,6 +145,8 @@ export const makeRequests = (
   connection: ClusterConnection,
   dispatcher: Dispatcher,
   timer: DeadlineTimer,
+  /** Where credential reads run (the client's scope). */
+  reads: Scope.Scope,
   { bodyTimeout, headersTimeout, maxErrorBodyBytes, maxListPageBytes }: Limits
 ): Requests => {
   // As every message names it: a user name or password in the URL is never shown (nor sent: the
@@ -75,12 +154,17 @@ export const makeRequests = (
   const server = withoutUserInfo(connection.server)
   const target = targetOf(server)
   const trust = { caGiven: Option.isSome(connection.tls.ca), source: connection.source }
-  const headersLimit = { timer, millis: Duration.toMillis(headersTimeout) }
+  const headersMillis = Duration.toMillis(headersTimeout)
+  const headersLimit = { timer, millis: headersMillis }
   // Interrupting a request or a body read aborts the request, so a deadline frees the connection
   // as well as the caller.
   const headersDeadline = Duration.format(headersTimeout)
   const bodyDeadline = Duration.format(bodyTimeout)
   const bodyMillis = Duration.toMillis(bodyTimeout)
+
+  const credentialsWithin = readWithin(connection.authorization, timer, reads, headersMillis)
+  // What the credentials are read from, for a message: never a credential.
+  const credentials = connection.credentials ?? `those of ${connection.source}`
 
   /** Sends one request with fresh credentials; a non-2xx answer fails as a `KubeStatusError`. */
   /**
@@ -101,15 +185,8 @@ export const makeRequests = (
       // Nested, not `Effect.zip` (which runs as a `forEach`): a watch resume sends one of these.
       Effect.flatMap(
         Effect.mapError(
-          connection.authorization,
-          (error) =>
-            new KubeTransportError({
-              method,
-              path,
-              message:
-                `${method} ${path} to ${server} was not sent: its credentials could not be read: ${error.message}`,
-              reached: "not-sent"
-            })
+          credentialsWithin,
+          (error) => notSent({ method, path, server, credentials, deadline: headersDeadline }, error)
         ),
         (authorization) =>
           Effect.map(

@@ -30,5 +30,5 @@ export const makeSimClient = (
   Effect.gen(function*() {
     const timer = new DeadlineTimer(clock)
     yield* Effect.forkScoped(timer.run)
-    return makeClientService(connection, dispatcher, timer, limits)
+    return makeClientService(connection, dispatcher, timer, yield* Effect.scope, limits)
   })
