@@ -179,6 +179,21 @@ describe("sandboxCache.applyList", () => {
       expect(HashMap.size(cache.unknown)).toBe(0)
     }
   })
+
+  // Review 2 (of the review 46 fixes): rule 14 says a list older than where an unknown name was
+  // heard "is not told ... which leaves it unknown". A lagging list that carries an older state of
+  // the name that does decode (the name was modified into a shape we cannot read at 30) tells that
+  // older state as the name's present and forgets that a newer one was heard, as it would not for a
+  // cached object (a cached b@30 is kept over the list's b@8).
+  it("13, 14. a lagging list older than where an unknown name was heard does not tell the list's older decodable copy", () => {
+    const heard = events(listed("10"), [undecodableItem("b", "30", "MODIFIED")]).applied.cache
+    expect(HashMap.get(heard.unknown, "b")).toEqual(Option.some("30"))
+    const lagging = collector()
+    const kept = SandboxCache.applyList(heard, list("29", [sandbox("b", "8")]), [], lagging.tell).cache
+    expect(lagging.told).toEqual([])
+    expect(HashMap.get(kept.unknown, "b")).toEqual(Option.some("30"))
+    expect(kept.objects.has("b")).toBe(false)
+  })
 })
 
 describe("sandboxCache.applyEvents", () => {
