@@ -328,6 +328,31 @@ describe("SandboxWatch streaming lists", () => {
       })
   )
 
+  // Review 2 (of the review 46 fixes): the new deadline tells silence from a server still sending
+  // only by whether anything came since the open. A streaming list that arrived for 30 s and whose
+  // connection then died (a black hole: no RST) is silent, rule 4's, for 240 s when the deadline
+  // fires at 270 s, 30 s before the silence limit counted from its last bytes would: it is taken as
+  // overdue, and in "auto" every list is paged for the life of the watch. Rule 18: "Nothing
+  // transient is proof: ... a cut, silence ... back off as in rules 6 and 7 and stream again".
+  it.scoped("4, 17, 18. auto: a streaming list that arrived for 30 s and then went silent (a dead connection) is silence, no proof: it streams again after the back-off", () =>
+    Effect.gen(function*() {
+      const { kube } = yield* start("auto")
+      const dying = yield* kube.nextWatch
+      for (let second = 1; second <= 30; second++) {
+        yield* TestClock.adjust(Duration.seconds(1))
+        yield* dying.emit(added(sandbox(`s${second}`, String(6 + second))))
+      }
+      // The connection dies: nothing more, for as long as the silence limit from the last bytes.
+      yield* TestClock.adjust(Duration.seconds(270))
+      yield* settle
+      expect(yield* dying.aborted).toBe(true)
+      expect((yield* kube.calls).filter((call) => call.verb === "list")).toEqual([])
+      yield* TestClock.adjust(Duration.millis(yield* nextPause(20_000)))
+      const again = yield* kube.nextWatch
+      expect(again.options.sendInitialEvents).toBe(true)
+      expect((yield* kube.calls).filter((call) => call.verb === "list")).toEqual([])
+    }))
+
   it.scoped("16, 17. a streaming list that lands just before its term plus the idle margin goes on as the watch past it: the deadline is the list's, not the watch's", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start("auto")
