@@ -294,6 +294,31 @@ describe("SandboxWatch streaming lists", () => {
       expect(yield* a).toEqual(["a@7:Pending", "a@30:Ready"])
     }))
 
+  it.scoped("17, 18. auto: a streaming re-list silent at its deadline is waited on until rule 4 says; a change before that proves it alive and overdue: abandoned then, paged", () =>
+    Effect.gen(function*() {
+      const { kube, watch } = yield* start("auto")
+      const first = yield* kube.nextWatch
+      yield* first.emit(added(sandbox("a", "7")), endBookmark("9"))
+      yield* watch.synced
+      yield* first.emit(errorEvent(410, "Expired", "too old resource version"))
+      const relist = yield* kube.nextWatch
+      // A change every 30 s up to 210 s, then silent: 60 s of silence when the deadline (270 s) passes.
+      for (let step = 1; step <= 7; step++) {
+        yield* TestClock.adjust(Duration.seconds(30))
+        yield* relist.emit(modified(sandbox("a", String(10 + step), "Ready")))
+      }
+      yield* TestClock.adjust(Duration.seconds(60))
+      yield* settle
+      // Silent now: no proof yet either way, so not abandoned as overdue.
+      expect(yield* relist.aborted).toBe(false)
+      expect((yield* kube.calls).at(-1)?.verb).toBe("watch")
+      yield* TestClock.adjust(Duration.seconds(10))
+      yield* relist.emit(modified(sandbox("a", "20", "Ready")))
+      yield* settle
+      expect(yield* relist.aborted).toBe(true)
+      expect((yield* kube.calls).at(-1)?.verb).toBe("list")
+    }))
+
   it.scoped("17. stream: a streaming list still arriving at its term plus the idle margin is abandoned, and asked again with twice the term after the back-off", () =>
     Effect.gen(function*() {
       const { kube } = yield* start("stream")

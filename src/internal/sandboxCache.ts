@@ -106,9 +106,20 @@ export const applyList = (
   const objects = new Map<string, Sandbox>()
   const tombstones = HashMap.beginMutation(old.tombstones)
   const anyTombstones = HashMap.size(old.tombstones) > 0
+  const anyUnknown = HashMap.size(old.unknown) > 0
+  // Unknown names the list carries at a state older than where they were heard undecodable (rule
+  // 14, as for a cached object): the list's copy is the past, so they stay unknown, untold.
+  const staleCopies = new Set<string>()
   let told = 0
   for (const item of list.items) {
     const name = item.metadata.name
+    if (anyUnknown) {
+      const heardAt = HashMap.get(old.unknown, name)
+      if (Option.isSome(heardAt) && isOlder(item.metadata.resourceVersion, heardAt.value)) {
+        staleCopies.add(name)
+        continue
+      }
+    }
     const cached = old.objects.get(name)
     if (cached !== undefined) {
       // A list cannot be newer than what we were told, unless the server is behind: keep ours.
@@ -154,7 +165,7 @@ export const applyList = (
   // its create yet cannot prove it gone, so it stays unknown and nobody is told.
   for (const [name, heardAt] of old.unknown) {
     if (undecodable.has(name) || objects.has(name)) continue
-    if (isOlder(list.resourceVersion, heardAt)) {
+    if (staleCopies.has(name) || isOlder(list.resourceVersion, heardAt)) {
       HashMap.set(unknown, name, heardAt)
     } else {
       told++

@@ -286,6 +286,9 @@ const watchFrom = (
     let current = resourceVersion
     // When a streaming list's last chunk came (epoch ms; -1 for none), to tell its deadline from silence.
     let draftHeardAt = -1
+    // The list's deadline passed while the connection was silent: the next chunk proves the server
+    // alive and the list overdue (rule 17); silence until rule 4's limit is a dead connection.
+    let overdue = false
     // Rule 16: until the end bookmark, a streaming list's objects fill this draft, not the cache.
     let draft: ListDraft<Sandbox> | undefined = streaming === undefined
       ? undefined
@@ -346,6 +349,7 @@ const watchFrom = (
           // and the server has answered (the program's "no answer since start" notice).
           counts.lastHeard = draftHeardAt = clock.unsafeCurrentTimeMillis()
           counts.answered = true
+          if (overdue) return Effect.fail(new RoundOver({ end: WatchMachine.RoundEnd.StreamOverdue() }))
           const path = collectionPath(SandboxResource, loop.settings.namespace)
           /** No list: the draft is dropped and the round fails into rule 7's back-off. */
           const failWith = (error: KubeClientError) =>
@@ -442,17 +446,26 @@ const watchFrom = (
         // server that ignores sendInitialEvents and timeoutSeconds, but is never silent, is
         // otherwise waited on for ever. One sleep on the `Clock` per streaming list, nothing per
         // chunk; once the list has landed the deadline lets the watch run on.
+        const idleMarginMillis = Duration.toMillis(loop.settings.idleLimit) - loop.settings.timeoutSeconds * 1000
         return Effect.raceWith(applyAll, Effect.sleep(streamingLimit(loop.settings, term)), {
           onSelfDone: (exit, deadline) => Effect.zipRight(Fiber.interrupt(deadline), exit),
-          onOtherDone: (_, applying) =>
-            draft === undefined ? Fiber.join(applying) : Effect.as(
-              Fiber.interrupt(applying),
-              // Nothing since the open is silence for the whole limit: rule 4's (the connection's
-              // silence limit is this one), told so whichever of the two fired first.
-              draftHeardAt > openedAt
-                ? WatchMachine.RoundEnd.StreamOverdue()
-                : WatchMachine.RoundEnd.Idle({ resourceVersion: current })
-            )
+          onOtherDone: (_, applying) => {
+            if (draft === undefined) return Fiber.join(applying)
+            // Nothing since the open is silence for the whole limit: rule 4's (the connection's
+            // silence limit is this one), told so whichever of the two fired first.
+            if (draftHeardAt <= openedAt) {
+              return Effect.as(Fiber.interrupt(applying), WatchMachine.RoundEnd.Idle({ resourceVersion: current }))
+            }
+            // Heard within the idle margin: a live server that has not finished in its term.
+            if (clock.unsafeCurrentTimeMillis() - draftHeardAt <= idleMarginMillis) {
+              return Effect.as(Fiber.interrupt(applying), WatchMachine.RoundEnd.StreamOverdue())
+            }
+            // Silent longer than that: a dead connection looks the same so far, and is no proof the
+            // server cannot stream. Rule 4's limit, from the last bytes, tells which: it fires
+            // (silence, stream again), or a chunk comes first (overdue).
+            overdue = true
+            return Fiber.join(applying)
+          }
         })
       })
     )
