@@ -19,6 +19,7 @@ import {
   Redacted,
   Ref,
   Schema,
+  Scope,
   Stream,
   TestClock,
   Tracer
@@ -683,6 +684,43 @@ describe("KubeClient failures", () => {
           `without a person; if it is only slow, raise KubeClientOptions.headersTimeout, the program's --headers-timeout`
       )
       yield* Deferred.await(interrupted)
+    }))
+
+  // Review 3 of bea82b1: the read's fiber is forked from the request's, so it inherits the request's
+  // interruptibility. A request made in an uninterruptible region (an `acquireRelease`'s acquire or
+  // release: a create, or a DELETE on cleanup) fails at its deadline, but its read can no longer be
+  // interrupted: a hung plugin is never stopped, holds the credentials' lock, and closing the
+  // client's scope (the program's exit) waits on it for ever.
+  it.scoped("credentials read for a request in an uninterruptible region are still stopped at the deadline, and the client's scope closes", () =>
+    Effect.gen(function*() {
+      const interrupted = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<Option.Option<Redacted.Redacted<string>>>()
+      // Registered first, run last: whatever the outcome, the read ends once the test is over.
+      yield* Effect.addFinalizer(() => Deferred.succeed(release, Option.none()))
+      const hanging: KubeConfig.ClusterConnection = {
+        server: "https://127.0.0.1:1",
+        namespace: Option.none(),
+        tls: KubeConfig.defaultTls,
+        authorization: Effect.onInterrupt(Deferred.await(release), () => Deferred.succeed(interrupted, undefined)),
+        invalidate: Effect.void,
+        source: "kubeconfig /home/me/.kube/config, context eks",
+        credentials: `exec plugin "aws-iam-authenticator" for user "eks-admin"`
+      }
+      const clientScope = yield* Scope.make()
+      const client = yield* KubeClient.make({ headersTimeout: "10 seconds" }).pipe(
+        Effect.provide(Layer.succeed(KubeConfig.KubeConfig, hanging)),
+        Scope.extend(clientScope)
+      )
+      const request = yield* Effect.fork(
+        Effect.uninterruptible(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      )
+      yield* pendingSleep(10_000)
+      yield* TestClock.adjust("10 seconds")
+      const error = yield* Fiber.join(request)
+      expect(error._tag === "KubeTransportError" && error.reached).toBe("not-sent")
+      const closing = yield* Effect.fork(Scope.close(clientScope, Exit.void))
+      yield* eventually(Effect.sync(() => closing.unsafePoll() !== null), (closed) => closed, 2_000)
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
     }))
 
   it.scoped("403 names the group and kind", () =>
