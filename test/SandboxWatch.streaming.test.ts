@@ -319,6 +319,50 @@ describe("SandboxWatch streaming lists", () => {
       expect((yield* kube.calls).at(-1)?.verb).toBe("list")
     }))
 
+  // Review 3 of 8f9059c: the chunk that ends a silence past the deadline may be the list's end. The
+  // list is then whole: abandoning it re-asks the server for all of it, and in auto takes a server
+  // that just streamed a list to the end as one that cannot (paged for the watch's life). It lands.
+  const silentPastDeadline = Effect.gen(function*() {
+    const { kube, watch } = yield* start("auto")
+    const first = yield* kube.nextWatch
+    yield* first.emit(added(sandbox("a", "7")), endBookmark("9"))
+    yield* watch.synced
+    yield* first.emit(errorEvent(410, "Expired", "too old resource version"))
+    const relist = yield* kube.nextWatch
+    for (let step = 1; step <= 7; step++) {
+      yield* TestClock.adjust(Duration.seconds(30))
+      yield* relist.emit(modified(sandbox("a", String(10 + step), "Ready")))
+    }
+    // Silent 60 s when the deadline (270 s) passes, then 10 s more: rule 4 has not fired.
+    yield* TestClock.adjust(Duration.seconds(70))
+    yield* settle
+    return { kube, watch, relist }
+  })
+
+  it.scoped("17, 18. auto: a streaming re-list silent past its deadline whose next chunk carries its end bookmark lands, and lists still stream", () =>
+    Effect.gen(function*() {
+      const { kube, relist, watch } = yield* silentPastDeadline
+      yield* relist.emit(modified(sandbox("a", "20", "Ready")), endBookmark("21"))
+      yield* settle
+      expect(yield* relist.aborted).toBe(false)
+      expect(told(yield* watch.get("a"))).toBe("a@20:Ready")
+      expect((yield* kube.calls).at(-1)?.verb).toBe("watch")
+      // The server streamed a list to its end: the next re-list streams too.
+      yield* relist.emit(errorEvent(410, "Expired", "too old resource version"))
+      yield* kube.nextWatch
+      expect((yield* kube.calls).every((call) => call.verb !== "list")).toBe(true)
+    }))
+
+  it.scoped("17, 18. auto: a streaming re-list silent past its deadline whose next chunk is only its end bookmark lands", () =>
+    Effect.gen(function*() {
+      const { kube, relist, watch } = yield* silentPastDeadline
+      yield* relist.emit(endBookmark("20"))
+      yield* settle
+      expect(yield* relist.aborted).toBe(false)
+      expect(told(yield* watch.get("a"))).toBe("a@17:Ready")
+      expect((yield* kube.calls).at(-1)?.verb).toBe("watch")
+    }))
+
   it.scoped("17. stream: a streaming list still arriving at its term plus the idle margin is abandoned, and asked again with twice the term after the back-off", () =>
     Effect.gen(function*() {
       const { kube } = yield* start("stream")
