@@ -45,7 +45,9 @@ const readWithin = (
   millis: number
 ): Effect.Effect<Authorization, KubeConfigError | CredentialsTooSlow> =>
   Exit.isExit(authorization) ? authorization : Effect.flatMap(
-    Effect.forkIn(authorization, reads),
+    // Interruptible whatever the request is (a write in a finalizer is not): else the deadline
+    // could not stop a hung plugin, and the client's scope would wait for it on close.
+    Effect.forkIn(Effect.interruptible(authorization), reads),
     (reading) =>
       Effect.async<Authorization, KubeConfigError | CredentialsTooSlow>((resume) => {
         let settled = false

@@ -224,6 +224,9 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
     Effect.withSpan("SandboxWatch.list", { attributes: { ...loop.annotations, reason } })
   )
 
+const isEndBookmark = (event: WatchEvent<Sandbox>): boolean =>
+  event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true"
+
 /**
  * A streaming list's limit for `term` (rule 17): rule 4's idle limit, longer by as much as the term
  * is. Both its silence limit and the deadline of its end bookmark.
@@ -349,7 +352,11 @@ const watchFrom = (
           // and the server has answered (the program's "no answer since start" notice).
           counts.lastHeard = draftHeardAt = clock.unsafeCurrentTimeMillis()
           counts.answered = true
-          if (overdue) return Effect.fail(new RoundOver({ end: WatchMachine.RoundEnd.StreamOverdue() }))
+          // Unless this chunk ends the list: a server that streamed it to its end bookmark honoured
+          // sendInitialEvents, and a whole list is not thrown away to be asked for again.
+          if (overdue && !Chunk.some(chunk, isEndBookmark)) {
+            return Effect.fail(new RoundOver({ end: WatchMachine.RoundEnd.StreamOverdue() }))
+          }
           const path = collectionPath(SandboxResource, loop.settings.namespace)
           /** No list: the draft is dropped and the round fails into rule 7's back-off. */
           const failWith = (error: KubeClientError) =>
