@@ -153,11 +153,11 @@ describe("SandboxWatch over HTTP against the simulated API server", () => {
         yield* rideThrough(failWatch("BadGatewayHtml"), 2000)
         yield* rideThrough(server.writeMalformedLine(), 4000)
         // A connection cut mid-watch after it spoke (half a line, then the socket dies; a reset):
-        // the first resume since the counts were forgotten goes at once, the next waits the shared
-        // count's step (five counted before it: 500 ms x 2^5), so a server that cuts every watch is
-        // not asked once a second.
+        // the first resume since the counts were forgotten goes at once and counts nothing, the
+        // next waits the shared count's step (four counted before it: 500 ms x 2^4), so a server
+        // that cuts every watch is not asked once a second.
         yield* rideThrough(server.writeTruncatedLine, "none")
-        yield* rideThrough(server.dropConnections, 16_000)
+        yield* rideThrough(server.dropConnections, 8_000)
         expect(yield* s1.told).toEqual(["s1:Pending"])
         expect(yield* s2.told).toEqual(["s2:Pending"])
         expect((yield* watch.snapshot).size).toBe(3)

@@ -11,9 +11,10 @@
  *   first re-list since the counts were forgotten goes at once, whatever `n` (rule 5: the server
  *   has just answered, and only a list can go on; an apiserver coming back from a restart answers
  *   a 503 and a 429 before the 410 that ends its outage, and the watch must not wait for them);
- *   so does the first resume of a watch that spoke and then broke off (rule 7: a healthy watch cut
- *   by a network fault is back at once; a server that cuts every watch after a bookmark is not
- *   asked once a second). A `RetryAfter` waits what the server asked or the back-off, whichever is
+ *   so does the first resume of a watch that spoke and then broke off, counting nothing (rule 7: a
+ *   healthy watch cut by a network fault or a dying apiserver is back at once, and the failures
+ *   that follow pause as if it had not been cut; a server that cuts every watch after a bookmark
+ *   is not asked once a second). A `RetryAfter` waits what the server asked or the back-off, whichever is
  *   longer, so a server that asks for a second every time is still given more room each time.
  * - **Reconnect** (rule 7, no answer at all): the floor doubling to `reconnectCap` (1 s), spread
  *   upward only. A count of its own, which does not
@@ -45,7 +46,7 @@ export type Pause = Data.TaggedEnum<{
   Backoff: {}
   /** Counted: the server asked for a full list (rule 5). The first goes at once. */
   Relist: {}
-  /** Counted: a watch that had spoken broke off mid-stream (rule 7). The first goes at once. */
+  /** Counted: a watch that had spoken broke off mid-stream (rule 7). The first goes at once, uncounted. */
   Resume: {}
   /** No answer at all: the reconnect pace, counted apart. */
   Reconnect: {}
@@ -137,10 +138,11 @@ export const decide = (
         { ...counted, relisted: true }
       )
     case "Resume":
-      return retried(
-        before.resumed ? backoffMillis(Math.round(Duration.toMillis(settings.floor) * spread(1, 1.2))) : 0,
-        { ...counted, resumed: true }
-      )
+      // The first goes at once and counts nothing: a healthy watch cut as its apiserver dies must
+      // not lengthen the pauses of the 503 and 429 that apiserver answers as it comes back.
+      return before.resumed
+        ? retried(backoffMillis(Math.round(Duration.toMillis(settings.floor) * spread(1, 1.2))), counted)
+        : retried(0, { ...before, unanswered: 0, resumed: true })
     case "RetryAfter":
       return retried(
         Math.max(Duration.toMillis(pause.delay), backoffMillis(Duration.toMillis(settings.floor))),
