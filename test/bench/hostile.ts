@@ -396,8 +396,10 @@ const main = async () => {
       } (a mode's name alone picks each of its list paths)`
     )
   }
-  // The bin of this checkout, not one left from an older build.
+  // The bin of this checkout, not one left from an older build; the commit and state it was built from.
   if (Program === "bin") execFileSync(process.execPath, ["scripts/bundle-bin.mjs"], { cwd: root, stdio: "inherit" })
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()
+  const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).trim()
   const dir = mkdtempSync(Path.join(tmpdir(), "hostile-rss-"))
   const rows: Array<Row> = []
   const began = Date.now()
@@ -420,8 +422,6 @@ const main = async () => {
   process.stderr.write(`each row's stderr kept in ${dir}\n`)
 
   if (process.argv.includes("--write-results")) {
-    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()
-    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: root, encoding: "utf8" }).trim()
     const date = new Date().toISOString().slice(0, 10)
     const resultsDir = Path.join(root, "test/bench/results")
     mkdirSync(resultsDir, { recursive: true })
