@@ -138,8 +138,9 @@ export interface ReadyOptions extends WaitOptions {
    * The resourceVersion the create of this Sandbox answered with. With it, a Sandbox never seen
    * fails the wait as `SandboxGone` (not "not yet") when the watch has heard the cluster at or past
    * that point without it — checked when the wait begins and on each change of the name: it was
-   * deleted, or never matched the selector. Without it, a Sandbox never seen is waited for until
-   * the timeout.
+   * deleted, or never matched the selector. A state older than it is an earlier Sandbox of the
+   * same name (a watch catching up hears it, and its deletion): neither its `Ready` nor its
+   * deletion answers this wait. Without it, a Sandbox never seen is waited for until the timeout.
    */
   readonly createdAt?: string
 }
@@ -194,14 +195,27 @@ const waitOn = <A, E, E2>(
       readonly last: Option.Option<Option.Option<Sandbox>>
       readonly seen: Option.Option<Sandbox>
     }
-  ) => Effect.Effect<never, E2>
+  ) => Effect.Effect<never, E2>,
+  /**
+   * The resourceVersion the Sandbox waited on was created at, if known: a state older than it is
+   * an earlier Sandbox of the same name (deleted since), the past, which this wait neither sees
+   * nor takes the deletion of as its own; until this one is heard, it is "not there yet".
+   */
+  createdAt?: string
 ): Effect.Effect<A, E | E2> =>
   Effect.gen(function*() {
     // `last`: the latest change heard (none: nothing heard). `seen`: the last Sandbox that existed.
     // Plain variables: the wait runs `step` one change at a time.
     let last = Option.none<Option.Option<Sandbox>>()
     let seen = Option.none<Sandbox>()
-    const answer = watch.waitFor(name, (change) => {
+    const answer = watch.waitFor(name, (heard) => {
+      const change = createdAt !== undefined && Option.isSome(heard) &&
+          isOlder(heard.value.metadata.resourceVersion, createdAt)
+        ? Option.none<Sandbox>()
+        : heard
+      // The past's deletion, after only the past was heard: still "not there yet" (decided with
+      // nothing seen before, from the cache at or past the create).
+      if (change !== heard) return decide(change, Option.none())
       const seenBefore = seen
       last = Option.some(change)
       if (Option.isSome(change)) seen = change
@@ -268,7 +282,8 @@ export const make = (watch: SandboxWatchService): OrchestratorService => {
           onSome: (sandbox) => NotReadyFinding.Seen({ sandbox, evidence: Evidence.notReady(sandbox) })
         })
         return Effect.fail(new SandboxNotReady({ sandboxName: name, timeout, finding }))
-      }
+      },
+      options.createdAt
     )
 
   const awaitRepoFetched: OrchestratorService["awaitRepoFetched"] = (name, key, asked, options) =>

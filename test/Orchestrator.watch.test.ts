@@ -146,6 +146,28 @@ describe("Orchestrator through the real watch", () => {
       yield* Fiber.interrupt(plain)
     }))
 
+  it.scoped("awaitReady with createdAt: an older Sandbox of the same name, heard and then deleted, is the past, not this one gone", () =>
+    Effect.gen(function*() {
+      // Simulation seed 1767036110 (waits): a watch behind the cluster hears, in one catch-up, the
+      // old "c" (5), its deletion (8), and the new "c" created at 9. The wait for the new one must
+      // not fail SandboxGone on the old one's deletion, nor answer with the old one.
+      const { kube, orchestrator } = yield* start
+      yield* kube.respondList(fullList("4"))
+      const w = yield* kube.nextWatch
+      const ready = yield* Effect.fork(orchestrator.awaitReady("c", { timeout: "1 minute", createdAt: "9" }))
+      yield* settle
+      yield* w.emit(sandboxEvent("ADDED", sandbox("c", "5", "Ready")))
+      yield* settle
+      // The old one's Ready is not this one's.
+      expect(ready.unsafePoll()).toBeNull()
+      yield* w.emit(deleted(sandbox("c", "8", "Ready")))
+      yield* settle
+      expect(ready.unsafePoll()).toBeNull()
+      yield* w.emit(sandboxEvent("ADDED", sandbox("c", "9", "Pending")), modified(sandbox("c", "10", "Ready")))
+      const got = yield* Fiber.join(ready)
+      expect(got.metadata.resourceVersion).toBe("10")
+    }))
+
   it.scoped("awaitReady with createdAt never fails SandboxGone while the watch applies the create, whatever yields between its readings", () =>
     Effect.gen(function*() {
       // The wait hears "absent" and decides whether the watch has heard past the create; the ADDED
