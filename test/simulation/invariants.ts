@@ -84,7 +84,8 @@ export interface QuiescentView {
   /** Names the watch holds as unknown (rule 13). */
   readonly unknown: (name: string) => boolean
   /** Waits still waiting: their names. */
-  readonly pendingWaits: ReadonlyArray<string>
+  /** Each `awaitReady` still waiting: its name and the resourceVersion it was created at. */
+  readonly pendingWaits: ReadonlyArray<{ readonly name: string; readonly createdAt: number }>
   /** When the server began to behave, if it has. */
   readonly calmFrom: number | undefined
 }
@@ -295,9 +296,10 @@ export class Invariants implements DraftRecorder {
     this.checkWindows()
     this.checkCacheGone(view)
     this.checkReaders(view)
-    for (const name of view.pendingWaits) {
+    for (const { createdAt, name } of view.pendingWaits) {
       const cached = view.cache.get(name)
-      if (cached?.status?.phase === "Ready") {
+      // A Ready older than the wait's create is an earlier Sandbox of the name: not this one's.
+      if (cached?.status?.phase === "Ready" && Number(cached.metadata.resourceVersion) >= createdAt) {
         this.violate("waits", `awaitReady(${name}) is still waiting, but the cache holds ${name} Ready`)
       }
     }

@@ -50,7 +50,7 @@ export const makeWatchUsers = (
   const early: Array<Start> = []
   let offer: ((start: Start) => void) | undefined
   let watch: SandboxWatch.SandboxWatchService | undefined
-  const pendingWaits = new Map<number, string>()
+  const pendingWaits = new Map<number, { readonly name: string; readonly createdAt: number }>()
   let waitIds = 0
 
   const limits = {
@@ -88,7 +88,7 @@ export const makeWatchUsers = (
   ) =>
     Effect.suspend(() => {
       const id = ++waitIds
-      pendingWaits.set(id, name)
+      pendingWaits.set(id, { name, createdAt })
       trace.add("wait", `awaitReady(${name}, createdAt ${createdAt}) begins`)
       return orchestrator.awaitReady(name, { timeout: "2 hours", createdAt: String(createdAt) }).pipe(
         Effect.exit,
