@@ -46,3 +46,7 @@ export type WatchEvent<A> = ObjectEvent<A> | BookmarkEvent | ErrorEvent | Undeco
 
 /** The annotation a server puts on the bookmark that ends a streaming list's initial events. */
 export const InitialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+/** Whether `event` is a streaming list's end bookmark (annotated `k8s.io/initial-events-end`). */
+export const isInitialEventsEnd = (event: WatchEvent<unknown>): boolean =>
+  event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true"

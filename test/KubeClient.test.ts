@@ -650,7 +650,7 @@ describe("KubeClient failures", () => {
       expect(yield* Ref.get(invalidations)).toBe(1)
     }))
 
-  // Review 46: the headers deadline covers reading the credentials; an exec plugin that hangs
+  // The headers deadline covers reading the credentials; an exec plugin that hangs
   // (a browser login nobody answers) would otherwise hold the request for ever.
   it.scoped("credentials not read within the headers deadline: not sent, their source named, the read interrupted", () =>
     Effect.gen(function*() {

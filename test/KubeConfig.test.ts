@@ -724,7 +724,26 @@ describe("KubeConfig: credentials that change", () => {
     )
   )
 
-  // Review 46: a plugin that never ends (waiting for a browser login) is stopped when the request's
+  /**
+   * A list whose credentials come from the exec plugin of `file`, at an address no request reaches
+   * (none is sent), under a 5 s headers deadline: the request's fiber, and the plugin's pid once it runs.
+   */
+  const listWithPlugin = (t: Parameters<Parameters<typeof inSandbox>[0]>[0], file: string) =>
+    Effect.gen(function*() {
+      const resolved = yield* KubeConfig.resolve({ ...t.isolated, path: file })
+      const connection = { ...resolved, server: "https://127.0.0.1:1", tls: KubeConfig.defaultTls }
+      const client = yield* KubeClient.make({ headersTimeout: "5 seconds" }).pipe(
+        Effect.provideService(KubeConfig.KubeConfig, connection)
+      )
+      const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
+      const pid = Number(
+        yield* eventually(t.fs.readFileString(t.at("pid")).pipe(Effect.orElseSucceed(() => "")), (text) =>
+          text.length > 0)
+      )
+      return { pid, request }
+    })
+
+  // A plugin that never ends (waiting for a browser login) is stopped when the request's
   // deadline passes (which covers reading its credentials), not left running or waited on.
   it.scoped(
     "a plugin that hangs is stopped when its request's deadline passes, and the request fails as not sent",
@@ -734,17 +753,7 @@ describe("KubeConfig: credentials that change", () => {
           PLUGIN_MODE: "hang",
           PID_FILE: t.at("pid")
         })
-        const resolved = yield* KubeConfig.resolve({ ...t.isolated, path: file })
-        // Its credentials, at an address no request reaches: none is sent.
-        const connection = { ...resolved, server: "https://127.0.0.1:1", tls: KubeConfig.defaultTls }
-        const client = yield* KubeClient.make({ headersTimeout: "5 seconds" }).pipe(
-          Effect.provideService(KubeConfig.KubeConfig, connection)
-        )
-        const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
-        const pid = Number(
-          yield* eventually(t.fs.readFileString(t.at("pid")).pipe(Effect.orElseSucceed(() => "")), (text) =>
-            text.length > 0)
-        )
+        const { pid, request } = yield* listWithPlugin(t, file)
         expect(isRunning(pid)).toBe(true)
         yield* TestClock.adjust("5 seconds")
         const error = yield* Fiber.join(request)
@@ -753,9 +762,7 @@ describe("KubeConfig: credentials that change", () => {
           `was not sent: reading its credentials (exec plugin "node" for user "plugin") took longer than 5s`
         )
         yield* eventually(
-          Effect.sync(() =>
-            isRunning(pid)
-          ),
+          Effect.sync(() => isRunning(pid)),
           (running) => !running
         )
       })
@@ -771,22 +778,12 @@ describe("KubeConfig: credentials that change", () => {
           IGNORE_SIGTERM: "1",
           PID_FILE: t.at("pid")
         })
-        const resolved = yield* KubeConfig.resolve({ ...t.isolated, path: file })
-        const connection = { ...resolved, server: "https://127.0.0.1:1", tls: KubeConfig.defaultTls }
-        const client = yield* KubeClient.make({ headersTimeout: "5 seconds" }).pipe(
-          Effect.provideService(KubeConfig.KubeConfig, connection)
-        )
-        const request = yield* Effect.fork(Effect.flip(client.list(SandboxResource, Sandbox, { namespace: "ns" })))
-        const pid = Number(
-          yield* eventually(t.fs.readFileString(t.at("pid")).pipe(Effect.orElseSucceed(() => "")), (text) =>
-            text.length > 0)
-        )
+        const { pid, request } = yield* listWithPlugin(t, file)
         yield* TestClock.adjust("5 seconds")
         const error = yield* Fiber.join(request)
         expect(error._tag === "KubeTransportError" && error.reached).toBe("not-sent")
         // SIGTERM was ignored: the plugin is given its grace, on the test clock, then SIGKILL.
-        yield* eventually(TestClock.sleeps(), (sleeps) =>
-          Chunk.some(sleeps, (at) => at === 7_000))
+        yield* eventually(TestClock.sleeps(), (sleeps) => Chunk.some(sleeps, (at) => at === 7_000))
         expect(isRunning(pid)).toBe(true)
         yield* TestClock.adjust("2 seconds")
         yield* eventually(Effect.sync(() => isRunning(pid)), (running) => !running)

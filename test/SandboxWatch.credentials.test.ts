@@ -46,10 +46,9 @@ describe("SandboxWatch: credentials that cannot be read", () => {
       expect(read).toBeLessThanOrEqual(31)
     }))
 
-  // Review 46, promise 6 (every request has a deadline): the headers deadline starts once the
-  // credentials are read, and nothing bounds the read. An exec plugin that hangs (an IdP that does
-  // not answer, a plugin waiting for a browser login) holds the watch for ever: no retry, no
-  // failure, one read in ten minutes (`execCredential` runs the plugin with no timeout).
+  // Every request has a deadline, reading its credentials included: an exec plugin that hangs (an
+  // IdP that does not answer, a browser login nobody answers) once held the watch for ever, one
+  // read in ten minutes.
   it.scoped("a read of credentials that never ends is given up and tried again, not waited on for ever", () =>
     Effect.gen(function*() {
       const reads = yield* Ref.make(0)

@@ -803,10 +803,9 @@ describe("SandboxWatch", () => {
       expectAboutThirty((yield* watchCalls(kube)).length)
     }))
 
-  // Review 46 (contested: WatchMachine's row "7. a watch cut mid-stream" chose the reconnect pace
-  // so that a network fault heals within a second): one bookmark before every reset is the "one
-  // event before every cut" pacing.ts names as a misbehaving server, and the server answered each
-  // watch (200) before failing it. Asked once a second: about 600 answered failures in 10 minutes.
+  // One bookmark before every reset is the "one event before every cut" pacing.ts names as a
+  // misbehaving server: each watch was answered (200) before it failed. Paced as no answer (once a
+  // second), it was about 600 answered failures in 10 minutes.
   it.scoped("7. a server whose every watch tells one bookmark then resets it fails at most about 30 requests in 10 minutes", () =>
     Effect.gen(function*() {
       const { kube } = yield* start(misbehaving)
@@ -1382,8 +1381,8 @@ describe("SandboxWatch", () => {
       expect(Option.isNone(yield* watch.get("a"))).toBe(true)
     }))
 
-  // Review 46: a cached object newer than a lagging list is kept (rule 14), but a name the watch
-  // heard only undecodable is told gone by any list that does not carry it, however old the list.
+  // Rule 14 for an unknown name as for a cached object: a list older than where it was heard cannot
+  // prove it gone (it was once told gone by any list that lacked it, however old).
   it.scoped("13, 14. a lagging list older than a name heard only undecodable does not tell it gone", () =>
     Effect.gen(function*() {
       const { kube, watch } = yield* start()

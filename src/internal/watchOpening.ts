@@ -6,7 +6,7 @@ import type { KubeResource } from "../KubeResource.ts"
 import { collectionPath } from "../KubeResource.ts"
 import type { HasMetadata } from "../ObjectMeta.ts"
 import type { WatchEvent } from "../WatchEvent.ts"
-import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
+import { isInitialEventsEnd } from "../WatchEvent.ts"
 import { type Decode, safeExcerpt, toBookmark, undecodable } from "./bodyDecoding.ts"
 import type { DeadlineTimer } from "./deadlineTimer.ts"
 import { bodyBroke, toStatus } from "./httpFailure.ts"
@@ -57,7 +57,7 @@ const watchLines = <A extends HasMetadata>(
       case "BOOKMARK": {
         const bookmark = toBookmark(parsed.object)
         if (bookmark === undefined) return malformed("sent a BOOKMARK without metadata.resourceVersion", line)
-        if (onInitialEventsEnd !== undefined && bookmark.annotations[InitialEventsEndAnnotation] === "true") {
+        if (onInitialEventsEnd !== undefined && isInitialEventsEnd(bookmark)) {
           onInitialEventsEnd()
         }
         out.push(bookmark)

@@ -29,7 +29,7 @@ import type { KubeClientError } from "../KubeError.ts"
 import { collectionPath } from "../KubeResource.ts"
 import { Sandbox, SandboxResource } from "../Sandbox.ts"
 import type { UndecodableEvent, WatchEvent } from "../WatchEvent.ts"
-import { InitialEventsEndAnnotation } from "../WatchEvent.ts"
+import { isInitialEventsEnd } from "../WatchEvent.ts"
 import type { CacheSteps } from "./cacheSteps.ts"
 import type { FullList, WatchOptions } from "./kubeClientTypes.ts"
 import { DefaultMaxListBytes, DefaultMaxListItems, emptyEndBookmark, ListDraft } from "./listDraft.ts"
@@ -224,9 +224,6 @@ const relist = (loop: WatchLoop, reason: WatchMachine.ListReason): Effect.Effect
     Effect.withSpan("SandboxWatch.list", { attributes: { ...loop.annotations, reason } })
   )
 
-const isEndBookmark = (event: WatchEvent<Sandbox>): boolean =>
-  event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true"
-
 /**
  * A streaming list's limit for `term` (rule 17): rule 4's idle limit, longer by as much as the term
  * is. Both its silence limit and the deadline of its end bookmark.
@@ -354,7 +351,7 @@ const watchFrom = (
           counts.answered = true
           // Unless this chunk ends the list: a server that streamed it to its end bookmark honoured
           // sendInitialEvents, and a whole list is not thrown away to be asked for again.
-          if (overdue && !Chunk.some(chunk, isEndBookmark)) {
+          if (overdue && !Chunk.some(chunk, isInitialEventsEnd)) {
             return Effect.fail(new RoundOver({ end: WatchMachine.RoundEnd.StreamOverdue() }))
           }
           const path = collectionPath(SandboxResource, loop.settings.namespace)
@@ -388,7 +385,7 @@ const watchFrom = (
                   })
                 )
               case "BOOKMARK": {
-                if (event.annotations[InitialEventsEndAnnotation] !== "true") {
+                if (!isInitialEventsEnd(event)) {
                   // Rule 18: a server that streams sends no other bookmark before this one.
                   return Effect.fail(
                     new RoundOver({

@@ -10,10 +10,7 @@ import type { KubeClientError } from "../../src/KubeError.ts"
 import * as KubeError from "../../src/KubeError.ts"
 import type { Sandbox } from "../../src/Sandbox.ts"
 import type { WatchEvent } from "../../src/WatchEvent.ts"
-import { InitialEventsEndAnnotation } from "../../src/WatchEvent.ts"
-
-const isEndBookmark = (event: WatchEvent<Sandbox>): boolean =>
-  event.type === "BOOKMARK" && event.annotations[InitialEventsEndAnnotation] === "true"
+import { isInitialEventsEnd } from "../../src/WatchEvent.ts"
 
 export interface WatchHandle {
   readonly options: WatchOptions
@@ -103,7 +100,7 @@ export const makeScriptedKubeClientWith = (
           })
           const events = Stream.repeatEffectChunkOption(Effect.flatMap(nextTake, (take) =>
             Effect.tap(Take.done(take), (chunk) => {
-              if (after !== undefined && Chunk.some(chunk, isEndBookmark)) limit = Duration.decode(after)
+              if (after !== undefined && Chunk.some(chunk, isInitialEventsEnd)) limit = Duration.decode(after)
             })))
           return events as Stream.Stream<WatchEvent<any>, KubeClientError>
         })
